@@ -1,0 +1,408 @@
+//! The headless command line: `aecm train`, `aecm devices`.
+
+use crate::data::{self, Header, LabelColumn, LoadOptions, Preprocess};
+use crate::device::{self, DeviceChoice};
+use crate::error::AecmError;
+use crate::export;
+use crate::train::{self, Event, Init, ModelKind, RunResult, TrainConfig, Trainer};
+use clap::{Args, Parser, Subcommand};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+/// AE-CM explorer: the clustering module (CM) and AE-CM of Boubekki et al. (2021).
+#[derive(Debug, Parser)]
+#[command(name = "aecm", version, about, long_about = None)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Sub-commands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Train a model on a data set and write summary.json, assignments.csv and centroids.csv.
+    Train(Box<TrainArgs>),
+    /// List the wgpu adapters and the device `--device auto` would use.
+    Devices,
+}
+
+fn parse_shape(s: &str) -> Result<[usize; 3], String> {
+    let v: Vec<usize> = s
+        .split(['x', 'X', ','])
+        .map(|p| {
+            p.parse()
+                .map_err(|_| format!("'{s}': expected HxW or HxWxC"))
+        })
+        .collect::<Result<_, _>>()?;
+    match v.as_slice() {
+        [h, w] => Ok([*h, *w, 1]),
+        [h, w, c] => Ok([*h, *w, *c]),
+        _ => Err(format!("'{s}': expected HxW or HxWxC")),
+    }
+}
+
+fn parse_terms(s: &str) -> Result<[bool; 4], String> {
+    let mut t = [false; 4];
+    for p in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        match p.to_uppercase().as_str() {
+            "E1" => t[0] = true,
+            "E2" => t[1] = true,
+            "E3" => t[2] = true,
+            "E4" => t[3] = true,
+            _ => return Err(format!("'{p}': expected a list of E1, E2, E3, E4")),
+        }
+    }
+    Ok(t)
+}
+
+fn parse_header(s: &str) -> Result<Header, String> {
+    match s {
+        "auto" => Ok(Header::Auto),
+        "yes" | "true" => Ok(Header::Yes),
+        "no" | "false" => Ok(Header::No),
+        _ => Err(format!("'{s}': expected auto, yes or no")),
+    }
+}
+
+/// Options of `aecm train`.
+#[derive(Debug, Args)]
+pub struct TrainArgs {
+    /// Data: a file (CSV/TSV/.data, .npy, .npz, IDX[.gz]), a folder, or builtin:NAME
+    /// (gaussians5, moons, circles, blobs, varied, aniso, no-structure).
+    #[arg(long)]
+    pub data: String,
+    /// Labels file for data without labels (.npy or one label per line).
+    #[arg(long)]
+    pub labels: Option<PathBuf>,
+    /// Label column of delimited text: N (0-based), NAME, last, none or auto.
+    #[arg(long, default_value = "auto")]
+    pub label_column: LabelColumn,
+    /// Header row of delimited text: auto, yes, no.
+    #[arg(long, default_value = "auto", value_parser = parse_header)]
+    pub header: Header,
+    /// Columns (0-based, comma separated) to ignore in delimited text, e.g. an id column.
+    #[arg(long, value_delimiter = ',')]
+    pub skip_columns: Option<Vec<usize>>,
+    /// Drop samples holding NaN or infinite values instead of failing.
+    #[arg(long)]
+    pub drop_nonfinite: bool,
+    /// Image shape HxW or HxWxC (for decoding centroids as images).
+    #[arg(long, value_parser = parse_shape)]
+    pub image_shape: Option<[usize; 3]>,
+    /// Number of samples for builtin generators.
+    #[arg(long)]
+    pub n_samples: Option<usize>,
+    /// Model: cm, aecm, kmeans, gmm, igmm, ae-km.
+    #[arg(long, default_value = "cm")]
+    pub model: ModelKind,
+    /// The paper's preprocessing and hyper-parameters for a data set: mnist, fashion-mnist, usps,
+    /// pendigits, 20news, r10k, 10x73k, cifar10. Explicit flags override it.
+    #[arg(long)]
+    pub preset: Option<String>,
+    /// Preprocessing: none, scale255, max, standardize, minmax.
+    #[arg(long)]
+    pub preprocess: Option<Preprocess>,
+    /// Dirichlet concentration: one value, or K comma-separated values.
+    #[arg(long, value_delimiter = ',', allow_negative_numbers = true)]
+    pub alpha: Option<Vec<f64>>,
+    /// Weight of the deep reconstruction (AE-CM).
+    #[arg(long)]
+    pub beta: Option<f64>,
+    /// Weight of the orthonormality term (AE-CM).
+    #[arg(long)]
+    pub lambda: Option<f64>,
+    /// Mini-batch size.
+    #[arg(long)]
+    pub batch: Option<usize>,
+    /// Training epochs (an averaging epoch follows).
+    #[arg(long)]
+    pub epochs: Option<usize>,
+    /// Adam learning rate.
+    #[arg(long)]
+    pub lr: Option<f64>,
+    /// Adam epsilon.
+    #[arg(long, default_value_t = 1e-3)]
+    pub adam_eps: f64,
+    /// Seed (initialisation and shuffling).
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Number of clusters (default: the number of label values).
+    #[arg(long)]
+    pub clusters: Option<usize>,
+    /// Initialisation: random or pretrained.
+    #[arg(long, default_value = "random")]
+    pub init: Init,
+    /// Encoder hidden widths (the decoder mirrors them).
+    #[arg(long, value_delimiter = ',')]
+    pub hidden: Option<Vec<usize>>,
+    /// Embedding dimension.
+    #[arg(long)]
+    pub embed: Option<usize>,
+    /// CM loss terms to use (the ablation drops some), e.g. E1,E2,E4.
+    #[arg(long, value_parser = parse_terms)]
+    pub cm_terms: Option<[bool; 4]>,
+    /// Restarts of k-means / GMM / iGMM.
+    #[arg(long, default_value_t = 10)]
+    pub restarts: usize,
+    /// Autoencoder pre-training epochs (AE-CM with --init pretrained).
+    #[arg(long, default_value_t = 100)]
+    pub pretrain_epochs: usize,
+    /// CM-only epochs on the frozen embedding (AE-CM with --init pretrained).
+    #[arg(long, default_value_t = 100)]
+    pub cm_pretrain_epochs: usize,
+    /// Evaluate metrics every N epochs (0: only at the end).
+    #[arg(long, default_value_t = 1)]
+    pub eval_every: usize,
+    /// Skip the averaging epoch.
+    #[arg(long)]
+    pub no_averaging: bool,
+    /// Device: auto, cpu, wgpu.
+    #[arg(long, default_value = "auto")]
+    pub device: DeviceChoice,
+    /// Runs with seeds seed..seed+N-1; the summary adds mean, std, best and the L_sp-selected run.
+    #[arg(long, default_value_t = 1)]
+    pub runs: usize,
+    /// Output folder.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// No progress bar.
+    #[arg(long)]
+    pub quiet: bool,
+}
+
+/// Exit code for an error: 2 for bad input (arguments, data, settings), 1 otherwise.
+pub fn exit_code(e: &anyhow::Error) -> i32 {
+    match e.downcast_ref::<AecmError>() {
+        Some(AecmError::Backend(_)) => 1,
+        Some(_) => 2,
+        None => 1,
+    }
+}
+
+/// Runs the command line.
+pub fn run(cli: Cli) -> anyhow::Result<()> {
+    match cli.command {
+        Command::Train(a) => train_cmd(*a),
+        Command::Devices => {
+            let list = device::adapters();
+            if list.is_empty() {
+                println!("no wgpu adapter");
+            }
+            for a in &list {
+                println!(
+                    "{} ({}){}",
+                    a.name,
+                    a.backend,
+                    if a.is_cpu { " [software]" } else { "" }
+                );
+            }
+            let (_, desc) = device::select(DeviceChoice::Auto)?;
+            println!("auto: {desc}");
+            Ok(())
+        }
+    }
+}
+
+/// Builds the configuration from the arguments, a preset and the data set.
+pub fn build_config(a: &TrainArgs, ds: &data::Dataset) -> anyhow::Result<TrainConfig> {
+    let preset = a.preset.as_deref().map(train::preset).transpose()?;
+    let mut c = TrainConfig {
+        model: a.model,
+        ..TrainConfig::default()
+    };
+    if let Some(p) = preset {
+        match a.model {
+            ModelKind::Cm => {
+                c.alpha = vec![p.cm.0];
+                c.batch = p.cm.1;
+            }
+            ModelKind::Aecm | ModelKind::AeKm => {
+                c.embed = p.aecm.0;
+                c.beta = p.aecm.1;
+                c.alpha = vec![p.aecm.2];
+                c.batch = p.aecm.3;
+            }
+            _ => {}
+        }
+        c.lambda = 1.0;
+    }
+    c.clusters = match a.clusters {
+        Some(k) => k,
+        None => ds.n_classes(),
+    };
+    if c.clusters == 0 {
+        return Err(
+            AecmError::config("clusters", "the data has no labels: give --clusters K").into(),
+        );
+    }
+    if let Some(v) = &a.alpha {
+        c.alpha = v.clone();
+    }
+    if let Some(v) = a.beta {
+        c.beta = v;
+    }
+    if let Some(v) = a.lambda {
+        c.lambda = v;
+    }
+    if let Some(v) = a.batch {
+        c.batch = v;
+    }
+    if let Some(v) = a.epochs {
+        c.epochs = v;
+    }
+    if let Some(v) = a.lr {
+        c.lr = v;
+    }
+    if let Some(v) = &a.hidden {
+        c.hidden = v.clone();
+    }
+    if let Some(v) = a.embed {
+        c.embed = v;
+    }
+    if let Some(v) = a.cm_terms {
+        c.cm_terms = v;
+    }
+    c.adam_eps = a.adam_eps;
+    c.seed = a.seed;
+    c.init = a.init;
+    c.restarts = a.restarts;
+    c.pretrain_epochs = a.pretrain_epochs;
+    c.cm_pretrain_epochs = a.cm_pretrain_epochs;
+    c.eval_every = a.eval_every;
+    c.averaging = !a.no_averaging;
+    Ok(c)
+}
+
+fn fmt_scores(r: &RunResult) -> String {
+    match &r.scores {
+        Some(s) => format!("ARI {:.3}  NMI {:.3}  ACC {:.3}", s.ari, s.nmi, s.acc),
+        None => "no labels".into(),
+    }
+}
+
+fn train_cmd(a: TrainArgs) -> anyhow::Result<()> {
+    let t0 = Instant::now();
+    let opts = LoadOptions {
+        label_column: a.label_column.clone(),
+        header: a.header,
+        skip_columns: a.skip_columns.clone().unwrap_or_default(),
+        labels: a.labels.clone(),
+        drop_nonfinite: a.drop_nonfinite,
+        seed: a.seed,
+        n_samples: a.n_samples,
+        image_shape: a.image_shape,
+    };
+    let mut ds = data::load(&a.data, &opts)?;
+    let preset = a.preset.as_deref().map(train::preset).transpose()?;
+    let pre = a
+        .preprocess
+        .or(preset.map(|p| p.preprocess))
+        .unwrap_or_default();
+    data::preprocess(&mut ds, pre);
+    let cfg = build_config(&a, &ds)?;
+    if a.runs < 1 {
+        return Err(AecmError::config("runs", "must be at least 1").into());
+    }
+    let checked = cfg.clone().check(ds.n, ds.d)?;
+    let (device, desc) = device::select(a.device)?;
+    eprintln!(
+        "data: {} (N {}, d {}, K {}, labels: {}), preprocess {pre}; model {}; device: {desc}",
+        ds.name,
+        ds.n,
+        ds.d,
+        checked.clusters,
+        if ds.labels.is_some() { "yes" } else { "no" },
+        checked.model.name()
+    );
+    let stop = Arc::new(AtomicBool::new(false));
+    {
+        let stop = stop.clone();
+        let _ = ctrlc::set_handler(move || {
+            if stop.swap(true, Ordering::SeqCst) {
+                std::process::exit(130);
+            }
+            eprintln!("\nstopping after the current step (Ctrl-C again to abort without saving)");
+        });
+    }
+    let mut results: Vec<RunResult> = Vec::new();
+    for run in 0..a.runs {
+        if stop.load(Ordering::SeqCst) {
+            break;
+        }
+        let seed = a.seed + run as u64;
+        let run_cfg = TrainConfig {
+            seed,
+            ..cfg.clone()
+        }
+        .check(ds.n, ds.d)?;
+        let r = if run_cfg.model.is_neural() {
+            let trainer = Trainer::new(run_cfg, ds.clone(), device.clone(), &desc)?;
+            let total = trainer.total_epochs() as u64;
+            let pb = if a.quiet {
+                indicatif::ProgressBar::hidden()
+            } else {
+                indicatif::ProgressBar::new(total)
+            };
+            pb.set_style(
+                indicatif::ProgressStyle::with_template(
+                    "{prefix} [{bar:30}] epoch {pos}/{len} {msg} [{elapsed_precise}, ETA {eta}]",
+                )
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
+                .progress_chars("=> "),
+            );
+            pb.set_prefix(format!("run {}/{} seed {seed}", run + 1, a.runs));
+            let mut sink = |e: &Event| {
+                if let Event::Epoch(rec) = e {
+                    pb.inc(1);
+                    let m = rec
+                        .scores
+                        .map(|s| format!(" ARI {:.3}", s.ari))
+                        .unwrap_or_default();
+                    pb.set_message(format!("{} loss {:.4e}{m}", rec.phase, rec.loss));
+                }
+            };
+            let r = trainer.run(&mut sink, &stop)?;
+            pb.finish_and_clear();
+            r
+        } else {
+            train::run_baseline(&run_cfg, &ds, &device, &desc)
+        };
+        eprintln!(
+            "run {}/{} seed {seed}: {}{}  ({:.1} s{})",
+            run + 1,
+            a.runs,
+            fmt_scores(&r),
+            r.lsp.map(|l| format!("  L_sp {l:.4}")).unwrap_or_default(),
+            r.wall_s,
+            if r.interrupted { ", interrupted" } else { "" }
+        );
+        results.push(r);
+    }
+    if results.len() > 1 {
+        let aris: Vec<f64> = results
+            .iter()
+            .filter_map(|r| r.scores.map(|s| s.ari))
+            .collect();
+        if !aris.is_empty() {
+            let mean = aris.iter().sum::<f64>() / aris.len() as f64;
+            eprintln!("mean ARI over {} runs: {mean:.3}", aris.len());
+        }
+    }
+    if let Some(out) = &a.out {
+        export::write_summary(
+            out,
+            &checked,
+            &ds,
+            &pre.to_string(),
+            a.preset.as_deref(),
+            &desc,
+            &results,
+            t0.elapsed().as_secs_f64(),
+        )?;
+        eprintln!("wrote {}", out.display());
+    }
+    Ok(())
+}

@@ -1,0 +1,478 @@
+//! The CM and AE-CM networks (ALGORITHM.md sections 1-2) and their losses, on burn tensors.
+//!
+//! A network is a list of dense layers: the deep encoder (empty for CM), the deep decoder (empty
+//! for CM), and the clustering module's encoder (`W_enc`, `b_enc`) and decoder (`W_dec`, `b_dec`).
+//! Parameters live as plain `Tensor<2>` values (biases as `1 x n` rows) in a fixed order, so the
+//! trainer's optimiser and averaging epoch treat every parameter alike.
+
+use crate::util::{SeededRng, normal, uniform};
+use burn::tensor::activation::{leaky_relu, softmax};
+use burn::tensor::{Device, Tensor, TensorData};
+
+/// Which model the network implements.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum NetKind {
+    /// The clustering module alone, on the input.
+    Cm,
+    /// A deep autoencoder with a CM on its embedding.
+    AeCm,
+}
+
+/// Layer sizes of a network.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Arch {
+    /// CM or AE-CM.
+    pub kind: NetKind,
+    /// Input dimension d.
+    pub input: usize,
+    /// Hidden layer widths of the encoder (the decoder mirrors them). Empty for CM.
+    pub hidden: Vec<usize>,
+    /// Embedding dimension p (= d for CM).
+    pub embed: usize,
+    /// Number of clusters K.
+    pub k: usize,
+}
+
+impl Arch {
+    /// (fan_in, fan_out) of every dense layer, in parameter order.
+    pub fn layers(&self) -> Vec<(usize, usize)> {
+        let mut v = Vec::new();
+        if self.kind == NetKind::AeCm {
+            let mut sizes = vec![self.input];
+            sizes.extend(&self.hidden);
+            sizes.push(self.embed);
+            for w in sizes.windows(2) {
+                v.push((w[0], w[1]));
+            }
+            for w in sizes.windows(2).rev() {
+                v.push((w[1], w[0]));
+            }
+        }
+        v.push((self.embed, self.k));
+        v.push((self.k, self.embed));
+        v
+    }
+
+    /// Number of deep (encoder + decoder) layers.
+    pub fn n_deep(&self) -> usize {
+        self.layers().len() - 2
+    }
+
+    /// Total number of scalar parameters.
+    pub fn n_params(&self) -> usize {
+        self.layers().iter().map(|(i, o)| i * o + o).sum()
+    }
+}
+
+/// Glorot-uniform kernel `fan_in x fan_out`: U(-l, l), l = sqrt(6 / (fan_in + fan_out)).
+pub fn glorot(rng: &mut SeededRng, fan_in: usize, fan_out: usize) -> Vec<f32> {
+    let l = (6.0 / (fan_in + fan_out) as f64).sqrt();
+    (0..fan_in * fan_out)
+        .map(|_| uniform(rng, -l, l) as f32)
+        .collect()
+}
+
+/// Random bias of length n: normal with sd sqrt(1/n), truncated (redrawn) beyond 2 sd.
+pub fn random_bias(rng: &mut SeededRng, n: usize) -> Vec<f32> {
+    let sd = (1.0 / n as f64).sqrt();
+    (0..n)
+        .map(|_| {
+            loop {
+                let z = normal(rng);
+                if z.abs() <= 2.0 {
+                    break (z * sd) as f32;
+                }
+            }
+        })
+        .collect()
+}
+
+/// A row-major matrix in host memory.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HostMat {
+    /// Rows.
+    pub rows: usize,
+    /// Columns.
+    pub cols: usize,
+    /// Values, row-major.
+    pub data: Vec<f32>,
+}
+
+impl HostMat {
+    /// Uploads to a tensor on `device`.
+    pub fn to_tensor(&self, device: &Device) -> Tensor<2> {
+        Tensor::from_data(
+            TensorData::new(self.data.clone(), [self.rows, self.cols]),
+            device,
+        )
+    }
+
+    /// Downloads a 2-D tensor.
+    pub fn from_tensor(t: &Tensor<2>) -> Self {
+        let [rows, cols] = t.dims();
+        let data = t
+            .to_data()
+            .convert::<f32>()
+            .try_into_vec::<f32>()
+            .unwrap_or_default();
+        Self { rows, cols, data }
+    }
+}
+
+/// Random initial parameters for `arch` (kernels Glorot-uniform, biases truncated normal), in
+/// parameter order: for each layer its kernel (`in x out`) then its bias (`1 x out`).
+pub fn random_params(arch: &Arch, rng: &mut SeededRng) -> Vec<HostMat> {
+    let mut out = Vec::new();
+    for (i, o) in arch.layers() {
+        out.push(HostMat {
+            rows: i,
+            cols: o,
+            data: glorot(rng, i, o),
+        });
+        out.push(HostMat {
+            rows: 1,
+            cols: o,
+            data: random_bias(rng, o),
+        });
+    }
+    out
+}
+
+/// The outputs of one forward pass on a batch of B samples.
+pub struct Forward {
+    /// Embedding z, `B x p` (the input itself for CM).
+    pub z: Tensor<2>,
+    /// Responsibilities gamma, `B x K` (rows sum to 1).
+    pub g: Tensor<2>,
+    /// CM reconstruction of the embedding, `B x p`.
+    pub z_hat: Tensor<2>,
+    /// Centroids U = W_dec + b_dec, `K x p`.
+    pub u: Tensor<2>,
+    /// Deep reconstruction of the input, `B x d` (AE-CM only).
+    pub x_hat: Option<Tensor<2>>,
+}
+
+/// A view of the network over a parameter list (plain, or autodiff leaves during training).
+pub struct Net<'a> {
+    /// The layer sizes.
+    pub arch: &'a Arch,
+    /// Parameters in the order of [`Arch::layers`]: kernel, bias, kernel, bias, ...
+    pub params: &'a [Tensor<2>],
+}
+
+impl Net<'_> {
+    fn dense(&self, layer: usize, x: Tensor<2>) -> Tensor<2> {
+        x.matmul(self.params[2 * layer].clone()) + self.params[2 * layer + 1].clone()
+    }
+
+    /// Deep encoder: `B x d -> B x p`, LeakyReLU(0.2) after every hidden layer, linear output.
+    /// Identity for CM.
+    pub fn encode(&self, x: Tensor<2>) -> Tensor<2> {
+        let n_enc = self.arch.n_deep() / 2;
+        let mut h = x;
+        for l in 0..n_enc {
+            h = self.dense(l, h);
+            if l + 1 < n_enc {
+                h = leaky_relu(h, 0.2);
+            }
+        }
+        h
+    }
+
+    /// Deep decoder: `B x p -> B x d`, LeakyReLU(0.2) after every hidden layer, linear output.
+    pub fn decode(&self, z: Tensor<2>) -> Tensor<2> {
+        let n_enc = self.arch.n_deep() / 2;
+        let mut h = z;
+        for l in 0..n_enc {
+            h = self.dense(n_enc + l, h);
+            if l + 1 < n_enc {
+                h = leaky_relu(h, 0.2);
+            }
+        }
+        h
+    }
+
+    /// Index of the CM encoder kernel in the parameter list.
+    pub fn cm_index(&self) -> usize {
+        2 * self.arch.n_deep()
+    }
+
+    /// Centroids `U = W_dec + b_dec`: `K x p`.
+    pub fn centroids(&self) -> Tensor<2> {
+        let c = self.cm_index();
+        self.params[c + 2].clone() + self.params[c + 3].clone()
+    }
+
+    /// Clustering module on an embedding `z` (`B x p`): gamma (`B x K`) and z_hat (`B x p`).
+    pub fn cm(&self, z: Tensor<2>) -> (Tensor<2>, Tensor<2>) {
+        let c = self.cm_index();
+        let logits = self.dense(c / 2, z);
+        let g = softmax(logits, 1);
+        let z_hat = self.dense(c / 2 + 1, g.clone());
+        (g, z_hat)
+    }
+
+    /// Full forward pass on a batch `x` (`B x d`).
+    pub fn forward(&self, x: Tensor<2>) -> Forward {
+        let z = self.encode(x);
+        let (g, z_hat) = self.cm(z.clone());
+        let x_hat = (self.arch.kind == NetKind::AeCm).then(|| self.decode(z.clone()));
+        Forward {
+            z,
+            g,
+            z_hat,
+            u: self.centroids(),
+            x_hat,
+        }
+    }
+}
+
+/// Hyper-parameters that enter the loss; may change between steps.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct LossWeights {
+    /// Dirichlet concentration, sorted ascending; one value or K values.
+    pub alpha: Vec<f64>,
+    /// Weight of the deep reconstruction (AE-CM).
+    pub beta: f64,
+    /// Weight of the orthonormality term (AE-CM).
+    pub lambda: f64,
+    /// Which CM terms E1..E4 enter the loss (all for the paper's model; the ablation drops some).
+    pub cm_terms: [bool; 4],
+}
+
+/// Names of the loss terms, in the order they are reported.
+pub fn term_names(kind: NetKind) -> &'static [&'static str] {
+    match kind {
+        NetKind::Cm => &["E1", "E2", "E3", "E4"],
+        NetKind::AeCm => &["rec", "cm_rec", "sparsity", "prior", "orth"],
+    }
+}
+
+/// One-line explanations of the loss terms, in [`term_names`] order.
+pub fn term_help(kind: NetKind) -> &'static [&'static str] {
+    match kind {
+        NetKind::Cm => &[
+            "E1 = sum_i ||x_i - x_hat_i||^2: reconstruction",
+            "E2 = sum_k [sum_i g_ik (1 - g_ik)] ||u_k||^2: sparsity and regularisation",
+            "E3 = -sum_{k!=l} [sum_i g_ik g_il] u_k.u_l: cluster merging",
+            "E4 = sum_k (1 - alpha_k) log(mean_i g_ik + 1e-10): Dirichlet prior",
+        ],
+        NetKind::AeCm => &[
+            "beta * sum_i ||x_i - x_hat_i||^2: deep reconstruction",
+            "sum_i ||z_i - z_hat_i||^2: CM reconstruction of the embedding",
+            "sum_i sum_k g_ik (1 - g_ik): sparsity",
+            "sum_k (1 - alpha_k) log(mean_i g_ik + 1e-10): Dirichlet prior",
+            "lambda * sum_kl |(U U^T - I)_kl|: orthonormality of the centroids",
+        ],
+    }
+}
+
+/// The CM's E2 and E3 terms for embedding/responsibilities/centroids (sums over the batch).
+/// Returns (E2, E3), each `[1]`.
+pub fn e2_e3(g: &Tensor<2>, u: &Tensor<2>) -> (Tensor<1>, Tensor<1>) {
+    // E2 = sum_k [sum_i g_ik (1 - g_ik)] ||u_k||^2
+    let u2 = u.clone().square().sum_dim(1); // K x 1
+    let gg = g.clone() * (g.clone().neg() + 1.0); // B x K
+    let e2 = gg.sum_dim(0).matmul(u2.clone()).reshape([1]); // [1]
+    // E3 = -(sum_kl (G^T G)_kl (U U^T)_kl - sum_k (sum_i g_ik^2) ||u_k||^2)
+    let gtg = g.clone().transpose().matmul(g.clone()); // K x K
+    let uut = u.clone().matmul(u.clone().transpose()); // K x K
+    let full = (gtg * uut).sum();
+    let diag = g.clone().square().sum_dim(0).matmul(u2).reshape([1]);
+    let e3 = (full - diag).neg();
+    (e2, e3)
+}
+
+/// The Dirichlet prior E4 = sum_k (1 - alpha_k) log(mean_i g_ik + 1e-10) on the batch mean.
+/// With K alpha values the K log-means are sorted ascending first (alpha is sorted ascending).
+pub fn prior(g: &Tensor<2>, alpha: &[f64]) -> Tensor<1> {
+    let [_, k] = g.dims();
+    let logm = (g.clone().mean_dim(0) + 1e-10).log(); // 1 x K
+    if alpha.len() <= 1 {
+        let a = alpha.first().copied().unwrap_or(1.0);
+        logm.sum() * (1.0 - a)
+    } else {
+        let w: Vec<f32> = alpha.iter().map(|a| (1.0 - a) as f32).collect();
+        let wt = Tensor::<2>::from_data(TensorData::new(w, [1, k]), &g.device());
+        (logm.sort(1) * wt).sum()
+    }
+}
+
+/// Loss of a forward pass: (total `[1]`, terms `[n_terms]`, each as it enters the total).
+pub fn loss(kind: NetKind, x: &Tensor<2>, f: &Forward, w: &LossWeights) -> (Tensor<1>, Tensor<1>) {
+    match kind {
+        NetKind::Cm => {
+            let e1 = (f.z.clone() - f.z_hat.clone()).square().sum();
+            let (e2, e3) = e2_e3(&f.g, &f.u);
+            let e4 = prior(&f.g, &w.alpha);
+            let terms = [e1, e2, e3, e4];
+            let mut total: Option<Tensor<1>> = None;
+            for (t, on) in terms.iter().zip(w.cm_terms) {
+                if on {
+                    total = Some(match total {
+                        None => t.clone(),
+                        Some(a) => a + t.clone(),
+                    });
+                }
+            }
+            let total = total.unwrap_or_else(|| terms[0].clone() * 0.0);
+            (total, Tensor::cat(terms.to_vec(), 0))
+        }
+        NetKind::AeCm => {
+            let x_hat = f.x_hat.clone().unwrap_or_else(|| f.z.clone());
+            let rec = (x.clone() - x_hat).square().sum() * w.beta;
+            let cm_rec = (f.z.clone() - f.z_hat.clone()).square().sum();
+            let sparsity = (f.g.clone() * (f.g.clone().neg() + 1.0)).sum();
+            let pr = prior(&f.g, &w.alpha);
+            let [k, _] = f.u.dims();
+            let eye = Tensor::<2>::eye(k, &f.u.device());
+            let orth = (f.u.clone().matmul(f.u.clone().transpose()) - eye)
+                .abs()
+                .sum()
+                * w.lambda;
+            let terms = vec![rec, cm_rec, sparsity, pr, orth];
+            let total = terms
+                .iter()
+                .skip(1)
+                .fold(terms[0].clone(), |a, b| a + b.clone());
+            (total, Tensor::cat(terms, 0))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dev() -> Device {
+        Device::flex()
+    }
+
+    fn t(rows: usize, cols: usize, seed: u64) -> Tensor<2> {
+        let mut r = crate::util::rng(seed, 1);
+        let v: Vec<f32> = (0..rows * cols).map(|_| normal(&mut r) as f32).collect();
+        Tensor::from_data(TensorData::new(v, [rows, cols]), &dev())
+    }
+
+    fn vals(x: Tensor<1>) -> Vec<f32> {
+        x.into_data()
+            .convert::<f32>()
+            .try_into_vec::<f32>()
+            .unwrap()
+    }
+
+    #[test]
+    fn cm_identity_e1_e2_e3_equals_weighted_distances() {
+        // E1 + E2 + E3 = sum_ik g_ik ||x_i - u_k||^2 on random data and random parameters.
+        let arch = Arch {
+            kind: NetKind::Cm,
+            input: 6,
+            hidden: vec![],
+            embed: 6,
+            k: 4,
+        };
+        let mut r = crate::util::rng(3, 0);
+        let params: Vec<Tensor<2>> = random_params(&arch, &mut r)
+            .iter()
+            .map(|p| p.to_tensor(&dev()))
+            .collect();
+        let net = Net {
+            arch: &arch,
+            params: &params,
+        };
+        let x = t(50, 6, 9);
+        let f = net.forward(x.clone());
+        let w = LossWeights {
+            alpha: vec![2.0],
+            beta: 1.0,
+            lambda: 1.0,
+            cm_terms: [true; 4],
+        };
+        let (_, terms) = loss(NetKind::Cm, &x, &f, &w);
+        let tv = vals(terms);
+        let lhs = tv[0] + tv[1] + tv[2];
+        // direct: sum_ik g_ik ||x_i - u_k||^2
+        let g = HostMat::from_tensor(&f.g);
+        let u = HostMat::from_tensor(&f.u);
+        let xs = HostMat::from_tensor(&x);
+        let mut rhs = 0f64;
+        for i in 0..50 {
+            for k in 0..4 {
+                let d2: f64 = (0..6)
+                    .map(|j| f64::from(xs.data[i * 6 + j] - u.data[k * 6 + j]).powi(2))
+                    .sum();
+                rhs += f64::from(g.data[i * 4 + k]) * d2;
+            }
+        }
+        assert!(
+            ((lhs as f64) - rhs).abs() < 1e-3 * rhs.abs().max(1.0),
+            "{lhs} vs {rhs}"
+        );
+    }
+
+    #[test]
+    fn orthonormality_term_is_zero_for_orthonormal_centroids() {
+        // U = rows of the identity (K=3, p=5): U U^T = I.
+        let arch = Arch {
+            kind: NetKind::AeCm,
+            input: 5,
+            hidden: vec![],
+            embed: 5,
+            k: 3,
+        };
+        let mut u = vec![0f32; 15];
+        for k in 0..3 {
+            u[k * 5 + k] = 1.0;
+        }
+        let u = Tensor::<2>::from_data(TensorData::new(u, [3, 5]), &dev());
+        let g = softmax(t(8, 3, 2), 1);
+        let f = Forward {
+            z: t(8, 5, 4),
+            g,
+            z_hat: t(8, 5, 5),
+            u,
+            x_hat: Some(t(8, 5, 6)),
+        };
+        let w = LossWeights {
+            alpha: vec![1.0],
+            beta: 1.0,
+            lambda: 1.0,
+            cm_terms: [true; 4],
+        };
+        let (_, terms) = loss(arch.kind, &t(8, 5, 7), &f, &w);
+        let tv = vals(terms);
+        assert!(tv[4].abs() < 1e-6, "orth = {}", tv[4]);
+        // and non-zero for a non-orthonormal U
+        let f2 = Forward { u: t(3, 5, 8), ..f };
+        let (_, terms) = loss(arch.kind, &t(8, 5, 7), &f2, &w);
+        assert!(vals(terms)[4] > 0.1);
+    }
+
+    #[test]
+    fn prior_matches_formula_and_sorts_vector_alpha() {
+        let g = Tensor::<2>::from_data(
+            TensorData::new(vec![0.7f32, 0.2, 0.1, 0.5, 0.3, 0.2], [2, 3]),
+            &dev(),
+        );
+        // means: 0.6, 0.25, 0.15
+        let scalar = vals(prior(&g, &[3.0]))[0] as f64;
+        let expect =
+            (1.0 - 3.0) * ((0.6f64 + 1e-10).ln() + (0.25f64 + 1e-10).ln() + (0.15f64 + 1e-10).ln());
+        assert!((scalar - expect).abs() < 1e-4);
+        // vector alpha [1, 2, 5]: sorted log-means ascending (0.15, 0.25, 0.6) pair with (0, -1, -4)
+        let v = vals(prior(&g, &[1.0, 2.0, 5.0]))[0] as f64;
+        let expect = 0.0 * 0.15f64.ln() - 0.25f64.ln() - 4.0 * 0.6f64.ln();
+        assert!((v - expect).abs() < 1e-4, "{v} vs {expect}");
+    }
+
+    #[test]
+    fn glorot_and_bias_ranges() {
+        let mut r = crate::util::rng(0, 0);
+        let w = glorot(&mut r, 10, 20);
+        let l = (6.0f32 / 30.0).sqrt();
+        assert!(w.iter().all(|v| v.abs() <= l));
+        let b = random_bias(&mut r, 16);
+        assert!(b.iter().all(|v| v.abs() <= 2.0 * 0.25 + 1e-6));
+    }
+}

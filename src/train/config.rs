@@ -1,0 +1,364 @@
+//! Training configuration: what a user sets, validated once into a [`CheckedConfig`] so that
+//! training itself never meets an invalid value.
+
+use crate::error::{AecmError, Result};
+use crate::model::LossWeights;
+use serde::{Deserialize, Serialize};
+
+/// The model to train.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ModelKind {
+    /// Clustering module on the input.
+    Cm,
+    /// Autoencoder with a clustering module on the embedding.
+    Aecm,
+    /// k-means (k-means++ seeding, restarts).
+    Kmeans,
+    /// Gaussian mixture, full covariance.
+    Gmm,
+    /// Isotropic Gaussian mixture with uniform weights.
+    Igmm,
+    /// Autoencoder alone, then k-means on the embedding.
+    AeKm,
+}
+
+impl ModelKind {
+    /// Name as on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Cm => "cm",
+            Self::Aecm => "aecm",
+            Self::Kmeans => "kmeans",
+            Self::Gmm => "gmm",
+            Self::Igmm => "igmm",
+            Self::AeKm => "ae-km",
+        }
+    }
+
+    /// Every model, for help texts and the GUI.
+    pub const ALL: [ModelKind; 6] = [
+        Self::Cm,
+        Self::Aecm,
+        Self::Kmeans,
+        Self::Gmm,
+        Self::Igmm,
+        Self::AeKm,
+    ];
+
+    /// True for the models trained by gradient descent.
+    pub fn is_neural(self) -> bool {
+        matches!(self, Self::Cm | Self::Aecm | Self::AeKm)
+    }
+}
+
+impl std::str::FromStr for ModelKind {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        Self::ALL
+            .into_iter()
+            .find(|m| {
+                m.name() == s
+                    || (s == "aekm" && *m == Self::AeKm)
+                    || (s == "ae-cm" && *m == Self::Aecm)
+            })
+            .ok_or_else(|| format!("'{s}': expected one of cm, aecm, kmeans, gmm, igmm, ae-km"))
+    }
+}
+
+/// Initialisation of the CM / AE-CM.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Init {
+    /// Glorot-uniform kernels and random biases.
+    #[default]
+    Random,
+    /// CM: k-means++ plus one Lloyd step; AE-CM: pre-trained autoencoder, k-means, CM alone, then
+    /// joint training (ALGORITHM.md section 2).
+    Pretrained,
+}
+
+impl std::str::FromStr for Init {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        match s {
+            "random" => Ok(Self::Random),
+            "pretrained" | "pre" => Ok(Self::Pretrained),
+            _ => Err(format!("'{s}': expected random or pretrained")),
+        }
+    }
+}
+
+/// Everything that defines a training run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TrainConfig {
+    /// The model.
+    pub model: ModelKind,
+    /// Number of clusters K.
+    pub clusters: usize,
+    /// Dirichlet concentration: one value, or K values.
+    pub alpha: Vec<f64>,
+    /// Weight of the deep reconstruction (AE-CM).
+    pub beta: f64,
+    /// Weight of the orthonormality term (AE-CM).
+    pub lambda: f64,
+    /// Mini-batch size.
+    pub batch: usize,
+    /// Training epochs (before the averaging epoch).
+    pub epochs: usize,
+    /// Adam learning rate.
+    pub lr: f64,
+    /// Adam epsilon.
+    pub adam_eps: f64,
+    /// Seed of initialisation and shuffling.
+    pub seed: u64,
+    /// Initialisation.
+    pub init: Init,
+    /// Encoder hidden widths (AE-CM, AE-KM).
+    pub hidden: Vec<usize>,
+    /// Embedding dimension p (AE-CM, AE-KM).
+    pub embed: usize,
+    /// Which CM terms E1..E4 are in the loss (the ablation switches some off).
+    pub cm_terms: [bool; 4],
+    /// k-means / GMM restarts.
+    pub restarts: usize,
+    /// Autoencoder pre-training epochs (AE-CM pretrained).
+    pub pretrain_epochs: usize,
+    /// Batch size of the autoencoder pre-training.
+    pub pretrain_batch: usize,
+    /// Epochs of CM-only training on the frozen embedding (AE-CM pretrained).
+    pub cm_pretrain_epochs: usize,
+    /// Evaluate metrics and L_sp every this many epochs (0: only at the end).
+    pub eval_every: usize,
+    /// Run the averaging epoch at the end.
+    pub averaging: bool,
+    /// Emit a `Step` event for every mini-batch (for the live explorer).
+    pub step_events: bool,
+}
+
+impl Default for TrainConfig {
+    fn default() -> Self {
+        Self {
+            model: ModelKind::Cm,
+            clusters: 0,
+            alpha: vec![1.0],
+            beta: 1.0,
+            lambda: 1.0,
+            batch: 256,
+            epochs: 150,
+            lr: 1e-3,
+            adam_eps: 1e-3,
+            seed: 0,
+            init: Init::Random,
+            hidden: vec![500, 500, 2000],
+            embed: 10,
+            cm_terms: [true; 4],
+            restarts: 10,
+            pretrain_epochs: 100,
+            pretrain_batch: 256,
+            cm_pretrain_epochs: 100,
+            eval_every: 1,
+            averaging: true,
+            step_events: false,
+        }
+    }
+}
+
+/// A configuration that passed [`TrainConfig::check`] against a data set's size.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CheckedConfig(TrainConfig);
+
+impl std::ops::Deref for CheckedConfig {
+    type Target = TrainConfig;
+    fn deref(&self) -> &TrainConfig {
+        &self.0
+    }
+}
+
+impl CheckedConfig {
+    /// The loss weights of this configuration (alpha sorted ascending).
+    pub fn weights(&self) -> LossWeights {
+        let mut alpha = self.alpha.clone();
+        alpha.sort_by(f64::total_cmp);
+        LossWeights {
+            alpha,
+            beta: self.beta,
+            lambda: self.lambda,
+            cm_terms: self.cm_terms,
+        }
+    }
+}
+
+/// Checks one set of live-tunable weights (also used when the explorer changes them mid-run).
+pub fn check_weights(alpha: &[f64], beta: f64, lambda: f64, k: usize) -> Result<()> {
+    if alpha.is_empty() || !(alpha.len() == 1 || alpha.len() == k) {
+        return Err(AecmError::config(
+            "alpha",
+            format!("give one value or K = {k} values, got {}", alpha.len()),
+        ));
+    }
+    if alpha.iter().any(|a| !a.is_finite() || *a <= 0.0) {
+        return Err(AecmError::config(
+            "alpha",
+            "every value must be a finite number > 0",
+        ));
+    }
+    if !beta.is_finite() || beta < 0.0 {
+        return Err(AecmError::config(
+            "beta",
+            format!("must be a finite number >= 0, got {beta}"),
+        ));
+    }
+    if !lambda.is_finite() || lambda < 0.0 {
+        return Err(AecmError::config(
+            "lambda",
+            format!("must be a finite number >= 0, got {lambda}"),
+        ));
+    }
+    Ok(())
+}
+
+impl TrainConfig {
+    /// Validates against a data set of `n` samples and `d` features.
+    pub fn check(self, n: usize, d: usize) -> Result<CheckedConfig> {
+        let c = &self;
+        if c.clusters < 1 {
+            return Err(AecmError::config(
+                "clusters",
+                "must be at least 1 (the data has no labels to count)",
+            ));
+        }
+        if c.clusters > n {
+            return Err(AecmError::config(
+                "clusters",
+                format!("K = {} exceeds the {n} samples", c.clusters),
+            ));
+        }
+        check_weights(&c.alpha, c.beta, c.lambda, c.clusters)?;
+        if c.batch < 1 {
+            return Err(AecmError::config("batch", "must be at least 1"));
+        }
+        if !c.lr.is_finite() || c.lr <= 0.0 {
+            return Err(AecmError::config(
+                "lr",
+                format!("must be a finite number > 0, got {}", c.lr),
+            ));
+        }
+        if !c.adam_eps.is_finite() || c.adam_eps <= 0.0 {
+            return Err(AecmError::config("adam-eps", "must be > 0"));
+        }
+        if matches!(c.model, ModelKind::Aecm | ModelKind::AeKm) {
+            if c.embed < 1 {
+                return Err(AecmError::config("embed", "must be at least 1"));
+            }
+            if c.hidden.contains(&0) {
+                return Err(AecmError::config(
+                    "hidden",
+                    "layer widths must be at least 1",
+                ));
+            }
+            if c.pretrain_batch < 1 {
+                return Err(AecmError::config("pretrain-batch", "must be at least 1"));
+            }
+        }
+        if !c.cm_terms.iter().any(|t| *t) {
+            return Err(AecmError::config(
+                "cm-terms",
+                "at least one of E1..E4 must be on",
+            ));
+        }
+        if d == 0 {
+            return Err(AecmError::config("data", "samples have no features"));
+        }
+        if c.restarts < 1 {
+            return Err(AecmError::config("restarts", "must be at least 1"));
+        }
+        Ok(CheckedConfig(self))
+    }
+}
+
+/// Hyper-parameters of the paper's runs for one data set (ALGORITHM.md section 5).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Preset {
+    /// Preset name.
+    pub name: &'static str,
+    /// Preprocessing the authors applied.
+    pub preprocess: crate::data::Preprocess,
+    /// CM alpha and batch.
+    pub cm: (f64, usize),
+    /// AE-CM embedding p, beta, alpha, batch.
+    pub aecm: (usize, f64, f64, usize),
+}
+
+/// The published settings (lambda = 1 everywhere).
+pub const PRESETS: [Preset; 8] = {
+    use crate::data::Preprocess::{Max, None as Raw, Scale255};
+    [
+        Preset {
+            name: "mnist",
+            preprocess: Scale255,
+            cm: (177.0, 111),
+            aecm: (10, 5.0, 230.0, 500),
+        },
+        Preset {
+            name: "fashion-mnist",
+            preprocess: Scale255,
+            cm: (80.0, 35),
+            aecm: (10, 47.0, 13.0, 175),
+        },
+        Preset {
+            name: "usps",
+            preprocess: Max,
+            cm: (40.0, 150),
+            aecm: (30, 0.04, 3.0, 45),
+        },
+        Preset {
+            name: "pendigits",
+            preprocess: Max,
+            cm: (13.0, 80),
+            aecm: (70, 0.5, 13.0, 80),
+        },
+        Preset {
+            name: "20news",
+            preprocess: Raw,
+            cm: (100.0, 600),
+            aecm: (100, 232.0, 10.0, 300),
+        },
+        Preset {
+            name: "r10k",
+            preprocess: Raw,
+            cm: (10.0, 400),
+            aecm: (75, 2.3, 1.7, 250),
+        },
+        Preset {
+            name: "10x73k",
+            preprocess: Raw,
+            cm: (1000.0, 500),
+            aecm: (10, 15.0, 7.0, 40),
+        },
+        Preset {
+            name: "cifar10",
+            preprocess: Raw,
+            cm: (164.0, 350),
+            aecm: (10, 1.0, 64.0, 256),
+        },
+    ]
+};
+
+/// Looks a preset up by name.
+pub fn preset(name: &str) -> Result<Preset> {
+    PRESETS
+        .iter()
+        .copied()
+        .find(|p| p.name == name)
+        .ok_or_else(|| {
+            let names: Vec<&str> = PRESETS.iter().map(|p| p.name).collect();
+            AecmError::config(
+                "preset",
+                format!(
+                    "unknown preset '{name}' (expected one of: {})",
+                    names.join(", ")
+                ),
+            )
+        })
+}

@@ -1,0 +1,9 @@
+//! Training: validated configuration, the synchronous [`Trainer`], plain-data events.
+
+pub mod config;
+pub mod events;
+pub mod trainer;
+
+pub use config::{CheckedConfig, Init, ModelKind, PRESETS, Preset, TrainConfig, preset};
+pub use events::{EpochRecord, Event, EventSink, RunResult};
+pub use trainer::{Phase, Trainer, run_baseline};

@@ -1,0 +1,864 @@
+//! The synchronous trainer: one validated config, one data set, an event sink and a stop flag.
+//! A worker thread can wrap it; hyper-parameters may change between steps.
+
+use super::config::{CheckedConfig, Init, ModelKind};
+use super::events::{EpochRecord, Event, EventSink, RunResult};
+use crate::data::Dataset;
+use crate::error::{AecmError, Result};
+use crate::metrics::{Scores, scores};
+use crate::model::adam::Adam;
+use crate::model::baselines::{self, DeviceData};
+use crate::model::linalg::pinv;
+use crate::model::net::{self, Arch, HostMat, LossWeights, Net, NetKind, e2_e3};
+use crate::util::{SeededRng, rng};
+use burn::tensor::{Device, Int, Tensor, TensorData};
+use rand::seq::SliceRandom;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+/// Where a run is in its schedule.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Phase {
+    /// Autoencoder alone, mean-squared error (AE-CM pretrained, AE-KM).
+    AePretrain,
+    /// Clustering module alone on the frozen embedding (AE-CM pretrained).
+    CmPretrain,
+    /// The model's own loss.
+    Train,
+    /// The averaging epoch.
+    Averaging,
+    /// Finished.
+    Done,
+}
+
+impl Phase {
+    /// Short name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::AePretrain => "ae-pretrain",
+            Self::CmPretrain => "cm-pretrain",
+            Self::Train => "train",
+            Self::Averaging => "averaging",
+            Self::Done => "done",
+        }
+    }
+}
+
+/// Trains one CM / AE-CM / AE-KM model step by step.
+pub struct Trainer {
+    cfg: CheckedConfig,
+    arch: Arch,
+    device: Device,
+    data: Dataset,
+    x: Tensor<2>,
+    /// Frozen embedding of the whole data set during `CmPretrain`.
+    z_frozen: Option<Tensor<2>>,
+    params: Vec<Tensor<2>>,
+    adam: Adam,
+    rng: SeededRng,
+    weights: LossWeights,
+    lr: f64,
+    phase: Phase,
+    phase_epochs: usize,
+    epoch_in_phase: usize,
+    perm: Option<Tensor<1, Int>>,
+    cursor: usize,
+    step: usize,
+    epoch_terms: Vec<Tensor<1>>,
+    avg_sum: Option<Vec<Tensor<2>>>,
+    avg_count: usize,
+    history: Vec<EpochRecord>,
+    epoch_start: Instant,
+    started: Instant,
+    device_name: String,
+}
+
+fn to_f32(t: Tensor<1>) -> Vec<f32> {
+    t.into_data()
+        .convert::<f32>()
+        .try_into_vec::<f32>()
+        .unwrap_or_default()
+}
+
+impl Trainer {
+    /// Sets up a run: uploads the data, initialises the parameters (random, or from k-means for
+    /// the pre-trained CM), and enters the first phase.
+    pub fn new(
+        cfg: CheckedConfig,
+        data: Dataset,
+        device: Device,
+        device_name: &str,
+    ) -> Result<Self> {
+        if !cfg.model.is_neural() {
+            return Err(AecmError::config(
+                "model",
+                format!("{} is not trained step by step", cfg.model.name()),
+            ));
+        }
+        let kind = if cfg.model == ModelKind::Cm {
+            NetKind::Cm
+        } else {
+            NetKind::AeCm
+        };
+        let arch = Arch {
+            kind,
+            input: data.d,
+            hidden: if kind == NetKind::Cm {
+                vec![]
+            } else {
+                cfg.hidden.clone()
+            },
+            embed: if kind == NetKind::Cm {
+                data.d
+            } else {
+                cfg.embed
+            },
+            k: cfg.clusters,
+        };
+        let x = Tensor::<2>::from_data(TensorData::new(data.x.clone(), [data.n, data.d]), &device);
+        let mut init_rng = rng(cfg.seed, 1);
+        let host = net::random_params(&arch, &mut init_rng);
+        let mut params: Vec<Tensor<2>> = host.iter().map(|p| p.to_tensor(&device)).collect();
+        if cfg.model == ModelKind::Cm && cfg.init == Init::Pretrained {
+            let dd = DeviceData::new(&data.x, data.n, data.d, &device);
+            let c0 = baselines::kmeanspp(&dd, cfg.clusters, &mut init_rng);
+            let (c1, _, _) = baselines::lloyd_step(&dd, &c0);
+            set_cm_params(&mut params, &arch, &c1, &device);
+        }
+        let phase = match (cfg.model, cfg.init) {
+            (ModelKind::AeKm, _) | (ModelKind::Aecm, Init::Pretrained) => Phase::AePretrain,
+            _ => Phase::Train,
+        };
+        let n_params = params.len();
+        let weights = cfg.weights();
+        let lr = cfg.lr;
+        let eps = cfg.adam_eps;
+        let seed = cfg.seed;
+        let mut t = Self {
+            cfg,
+            arch,
+            device,
+            data,
+            x,
+            z_frozen: None,
+            params,
+            adam: Adam::new(n_params, eps),
+            rng: rng(seed, 2),
+            weights,
+            lr,
+            phase,
+            phase_epochs: 0,
+            epoch_in_phase: 0,
+            perm: None,
+            cursor: 0,
+            step: 0,
+            epoch_terms: Vec::new(),
+            avg_sum: None,
+            avg_count: 0,
+            history: Vec::new(),
+            epoch_start: Instant::now(),
+            started: Instant::now(),
+            device_name: device_name.to_string(),
+        };
+        t.phase_epochs = t.epochs_of(phase);
+        if t.phase_epochs == 0 {
+            t.advance_phase()?;
+        }
+        Ok(t)
+    }
+
+    fn epochs_of(&self, p: Phase) -> usize {
+        match p {
+            Phase::AePretrain => {
+                if self.cfg.model == ModelKind::AeKm {
+                    self.cfg.epochs
+                } else {
+                    self.cfg.pretrain_epochs
+                }
+            }
+            Phase::CmPretrain => self.cfg.cm_pretrain_epochs,
+            Phase::Train => self.cfg.epochs,
+            Phase::Averaging => usize::from(self.cfg.averaging),
+            Phase::Done => 0,
+        }
+    }
+
+    /// The architecture.
+    pub fn arch(&self) -> &Arch {
+        &self.arch
+    }
+
+    /// The current phase.
+    pub fn phase(&self) -> Phase {
+        self.phase
+    }
+
+    /// Mini-batch updates done so far.
+    pub fn steps(&self) -> usize {
+        self.step
+    }
+
+    /// Epoch history so far.
+    pub fn history(&self) -> &[EpochRecord] {
+        &self.history
+    }
+
+    /// The loss weights now in use.
+    pub fn weights(&self) -> &LossWeights {
+        &self.weights
+    }
+
+    /// Changes alpha/beta/lambda; applies from the next step.
+    pub fn set_weights(&mut self, alpha: Vec<f64>, beta: f64, lambda: f64) -> Result<()> {
+        super::config::check_weights(&alpha, beta, lambda, self.arch.k)?;
+        let mut alpha = alpha;
+        alpha.sort_by(f64::total_cmp);
+        self.weights.alpha = alpha;
+        self.weights.beta = beta;
+        self.weights.lambda = lambda;
+        Ok(())
+    }
+
+    /// Changes the learning rate; applies from the next step.
+    pub fn set_lr(&mut self, lr: f64) -> Result<()> {
+        if !lr.is_finite() || lr <= 0.0 {
+            return Err(AecmError::config("lr", "must be a finite number > 0"));
+        }
+        self.lr = lr;
+        Ok(())
+    }
+
+    /// Total number of epochs of the whole schedule (all phases).
+    pub fn total_epochs(&self) -> usize {
+        [
+            Phase::AePretrain,
+            Phase::CmPretrain,
+            Phase::Train,
+            Phase::Averaging,
+        ]
+        .into_iter()
+        .filter(|p| self.phase_applies(*p))
+        .map(|p| self.epochs_of(p))
+        .sum()
+    }
+
+    fn phase_applies(&self, p: Phase) -> bool {
+        match p {
+            Phase::AePretrain => matches!(
+                (self.cfg.model, self.cfg.init),
+                (ModelKind::AeKm, _) | (ModelKind::Aecm, Init::Pretrained)
+            ),
+            Phase::CmPretrain => {
+                self.cfg.model == ModelKind::Aecm && self.cfg.init == Init::Pretrained
+            }
+            Phase::Train | Phase::Averaging => self.cfg.model != ModelKind::AeKm,
+            Phase::Done => false,
+        }
+    }
+
+    fn batch_size(&self) -> usize {
+        match self.phase {
+            Phase::AePretrain => self.cfg.pretrain_batch,
+            _ => self.cfg.batch,
+        }
+        .min(self.data.n)
+    }
+
+    /// True when the schedule is finished.
+    pub fn is_done(&self) -> bool {
+        self.phase == Phase::Done
+    }
+
+    fn advance_phase(&mut self) -> Result<()> {
+        loop {
+            let next = match self.phase {
+                Phase::AePretrain => {
+                    if self.cfg.model == ModelKind::AeKm {
+                        Phase::Done
+                    } else {
+                        Phase::CmPretrain
+                    }
+                }
+                Phase::CmPretrain => Phase::Train,
+                Phase::Train => {
+                    if self.cfg.averaging {
+                        Phase::Averaging
+                    } else {
+                        Phase::Done
+                    }
+                }
+                Phase::Averaging | Phase::Done => Phase::Done,
+            };
+            // phase transitions of the pre-trained AE-CM (ALGORITHM.md section 2)
+            if self.phase == Phase::AePretrain && next == Phase::CmPretrain {
+                let z = self.embed_all();
+                let zh = HostMat::from_tensor(&z);
+                let dd = DeviceData::new(&zh.data, zh.rows, zh.cols, &self.device);
+                let mut r = rng(self.cfg.seed, 3);
+                let km = baselines::kmeans(&dd, self.arch.k, 20, &mut r);
+                set_cm_params(&mut self.params, &self.arch, &km.centres, &self.device);
+                self.z_frozen = Some(z);
+                self.adam = Adam::new(self.params.len(), self.cfg.adam_eps);
+            }
+            if self.phase == Phase::CmPretrain && next == Phase::Train {
+                self.z_frozen = None;
+                self.adam = Adam::new(self.params.len(), self.cfg.adam_eps);
+            }
+            if next == Phase::Averaging {
+                self.avg_sum = None;
+                self.avg_count = 0;
+            }
+            if self.phase == Phase::Averaging && next == Phase::Done {
+                if let Some(sum) = self.avg_sum.take() {
+                    let c = self.avg_count.max(1) as f64;
+                    self.params = sum.into_iter().map(|s| s / c).collect();
+                }
+            }
+            self.phase = next;
+            self.phase_epochs = self.epochs_of(next);
+            self.epoch_in_phase = 0;
+            if next == Phase::Done || self.phase_epochs > 0 {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Indices of the trainable parameters in the current phase.
+    fn trainable(&self) -> std::ops::Range<usize> {
+        let cm = 2 * self.arch.n_deep();
+        match self.phase {
+            Phase::AePretrain => 0..cm,
+            Phase::CmPretrain => cm..cm + 4,
+            _ => 0..self.params.len(),
+        }
+    }
+
+    /// One mini-batch update. Returns the loss terms of that batch when `step_events` is on
+    /// (reading them back synchronises the device), else `None`.
+    pub fn step(&mut self, sink: &mut dyn EventSink) -> Result<Option<Vec<f32>>> {
+        if self.phase == Phase::Done {
+            return Ok(None);
+        }
+        let n = self.data.n;
+        if self.perm.is_none() {
+            let mut p: Vec<i64> = (0..n as i64).collect();
+            p.shuffle(&mut self.rng);
+            self.perm = Some(Tensor::<1, Int>::from_data(
+                TensorData::new(p, [n]),
+                &self.device,
+            ));
+            self.cursor = 0;
+            self.epoch_start = Instant::now();
+            if self.epoch_in_phase == 0 {
+                sink.event(&Event::Phase {
+                    phase: self.phase.name().into(),
+                    epochs: self.phase_epochs,
+                });
+            }
+        }
+        let b = self.batch_size();
+        let end = (self.cursor + b).min(n);
+        let idx = self
+            .perm
+            .as_ref()
+            .map(|p| p.clone().slice([self.cursor..end]));
+        let Some(idx) = idx else { return Ok(None) };
+        self.cursor = end;
+        let terms = self.update(idx);
+        let step_terms = if self.cfg.step_events {
+            let v = to_f32(terms.clone());
+            sink.event(&Event::Step {
+                step: self.step,
+                epoch: self.epochs_done(),
+                phase: self.phase.name().into(),
+                terms: v.clone(),
+            });
+            Some(v)
+        } else {
+            None
+        };
+        self.epoch_terms.push(terms);
+        self.step += 1;
+        if self.phase == Phase::Averaging {
+            let cur = self.params.clone();
+            self.avg_sum = Some(match self.avg_sum.take() {
+                None => cur,
+                Some(s) => s.into_iter().zip(cur).map(|(a, b)| a + b).collect(),
+            });
+            self.avg_count += 1;
+        }
+        if self.cursor >= n {
+            self.finish_epoch(sink)?;
+        }
+        Ok(step_terms)
+    }
+
+    fn epochs_done(&self) -> usize {
+        self.history.len()
+    }
+
+    fn update(&mut self, idx: Tensor<1, Int>) -> Tensor<1> {
+        let train = self.trainable();
+        let leaves: Vec<Tensor<2>> = self
+            .params
+            .iter()
+            .enumerate()
+            .map(|(i, p)| {
+                if train.contains(&i) {
+                    p.clone().autodiff().require_grad()
+                } else {
+                    p.clone()
+                }
+            })
+            .collect();
+        let net = Net {
+            arch: &self.arch,
+            params: &leaves,
+        };
+        let (total, terms) = match self.phase {
+            Phase::AePretrain => {
+                let xb = self.x.clone().select(0, idx);
+                let rec = net.decode(net.encode(xb.clone()));
+                let mse = (xb - rec).square().mean();
+                (mse.clone(), mse.reshape([1]))
+            }
+            Phase::CmPretrain => {
+                let z = self
+                    .z_frozen
+                    .clone()
+                    .unwrap_or_else(|| self.x.clone())
+                    .select(0, idx);
+                let (g, z_hat) = net.cm(z.clone());
+                let f = net::Forward {
+                    z: z.clone(),
+                    g,
+                    z_hat,
+                    u: net.centroids(),
+                    x_hat: None,
+                };
+                let w = LossWeights {
+                    cm_terms: [true; 4],
+                    ..self.weights.clone()
+                };
+                net::loss(NetKind::Cm, &z, &f, &w)
+            }
+            _ => {
+                let xb = self.x.clone().select(0, idx);
+                let f = net.forward(xb.clone());
+                net::loss(self.arch.kind, &xb, &f, &self.weights)
+            }
+        };
+        let grads = total.backward();
+        let g: Vec<Option<Tensor<2>>> = leaves
+            .iter()
+            .enumerate()
+            .map(|(i, p)| {
+                if train.contains(&i) {
+                    p.grad(&grads)
+                } else {
+                    None
+                }
+            })
+            .collect();
+        self.adam.step(self.lr, &mut self.params, g);
+        terms.without_autodiff().detach()
+    }
+
+    fn finish_epoch(&mut self, sink: &mut dyn EventSink) -> Result<()> {
+        let steps = self.epoch_terms.len();
+        let terms: Vec<f64> = if steps > 0 {
+            let k = self.epoch_terms[0].dims()[0];
+            let all = to_f32(Tensor::cat(std::mem::take(&mut self.epoch_terms), 0));
+            (0..k)
+                .map(|j| (0..steps).map(|s| f64::from(all[s * k + j])).sum::<f64>() / steps as f64)
+                .collect()
+        } else {
+            Vec::new()
+        };
+        self.perm = None;
+        self.epoch_in_phase += 1;
+        let epoch = self.history.len() + 1;
+        let last_of_phase = self.epoch_in_phase >= self.phase_epochs;
+        let phase = self.phase;
+        let eval = self.cfg.eval_every > 0
+            && epoch % self.cfg.eval_every == 0
+            && phase != Phase::Averaging;
+        let (sc, lsp) = if eval { self.evaluate() } else { (None, None) };
+        let rec = EpochRecord {
+            epoch,
+            phase: phase.name().into(),
+            steps: self.step,
+            loss: terms.iter().sum(),
+            terms,
+            scores: sc,
+            lsp,
+            seconds: self.epoch_start.elapsed().as_secs_f64(),
+        };
+        sink.event(&Event::Epoch(rec.clone()));
+        self.history.push(rec);
+        if last_of_phase {
+            self.advance_phase()?;
+        }
+        Ok(())
+    }
+
+    /// Embedding of the whole data set (`N x p`; the input itself for CM), in chunks.
+    pub fn embed_all(&self) -> Tensor<2> {
+        let net = Net {
+            arch: &self.arch,
+            params: &self.params,
+        };
+        let n = self.data.n;
+        let chunks: Vec<Tensor<2>> = (0..n)
+            .step_by(8192)
+            .map(|s| net.encode(self.x.clone().slice([s..(s + 8192).min(n)])))
+            .collect();
+        Tensor::cat(chunks, 0)
+    }
+
+    /// Predicted clusters (argmax gamma) of all samples and L_sp = E2 + E3 over the whole data set.
+    pub fn predict(&self) -> (Vec<u32>, f64) {
+        let net = Net {
+            arch: &self.arch,
+            params: &self.params,
+        };
+        let n = self.data.n;
+        let u = net.centroids();
+        let mut labels = Vec::with_capacity(n);
+        let mut lsp = 0f64;
+        for s in (0..n).step_by(8192) {
+            let z = net.encode(self.x.clone().slice([s..(s + 8192).min(n)]));
+            let (g, _) = net.cm(z);
+            let (e2, e3) = e2_e3(&g, &u);
+            lsp += to_f32(e2 + e3).first().copied().map_or(0.0, f64::from);
+            let am = g.argmax(1);
+            labels.extend(
+                am.into_data()
+                    .convert::<i64>()
+                    .try_into_vec::<i64>()
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|v| v as u32),
+            );
+        }
+        (labels, lsp)
+    }
+
+    fn evaluate(&self) -> (Option<Scores>, Option<f64>) {
+        if self.phase == Phase::AePretrain {
+            return (None, None);
+        }
+        let (pred, lsp) = self.predict();
+        let sc = self.data.labels.as_ref().map(|t| scores(&pred, t));
+        (sc, Some(lsp))
+    }
+
+    /// A host copy of every parameter, in parameter order.
+    pub fn params_host(&self) -> Vec<HostMat> {
+        self.params.iter().map(HostMat::from_tensor).collect()
+    }
+
+    /// Centroids in embedding space (`K x p`).
+    pub fn centroids(&self) -> HostMat {
+        HostMat::from_tensor(
+            &Net {
+                arch: &self.arch,
+                params: &self.params,
+            }
+            .centroids(),
+        )
+    }
+
+    /// Centroids decoded to input space (`K x d`): AE-CM decodes them, CM centroids already are.
+    pub fn decoded_centroids(&self) -> HostMat {
+        let net = Net {
+            arch: &self.arch,
+            params: &self.params,
+        };
+        let u = net.centroids();
+        match self.arch.kind {
+            NetKind::Cm => HostMat::from_tensor(&u),
+            NetKind::AeCm => HostMat::from_tensor(&net.decode(u)),
+        }
+    }
+
+    /// Runs to the end (or until `stop` is set, after the current step) and returns the result.
+    pub fn run(mut self, sink: &mut dyn EventSink, stop: &AtomicBool) -> Result<RunResult> {
+        self.started = Instant::now();
+        let mut interrupted = false;
+        while !self.is_done() {
+            if stop.load(Ordering::Relaxed) {
+                interrupted = true;
+                break;
+            }
+            self.step(sink)?;
+        }
+        let result = self.result(interrupted);
+        sink.event(&Event::Done { interrupted });
+        Ok(result)
+    }
+
+    /// The result at this point: predictions, scores, L_sp, centroids, history.
+    pub fn result(&self, interrupted: bool) -> RunResult {
+        let kind = self.cfg.model;
+        let (assign, lsp, centroids, decoded, extra) = if kind == ModelKind::AeKm {
+            let z = HostMat::from_tensor(&self.embed_all());
+            let dd = DeviceData::new(&z.data, z.rows, z.cols, &self.device);
+            let km = baselines::kmeans(
+                &dd,
+                self.arch.k,
+                self.cfg.restarts,
+                &mut rng(self.cfg.seed, 4),
+            );
+            let dec = {
+                let net = Net {
+                    arch: &self.arch,
+                    params: &self.params,
+                };
+                HostMat::from_tensor(&net.decode(km.centres.to_tensor(&self.device)))
+            };
+            (km.labels, None, km.centres, Some(dec), None)
+        } else {
+            let (pred, lsp) = self.predict();
+            let extra = if kind == ModelKind::Aecm {
+                // AE-CM+KM: k-means on the learned embedding
+                let z = HostMat::from_tensor(&self.embed_all());
+                let dd = DeviceData::new(&z.data, z.rows, z.cols, &self.device);
+                let km = baselines::kmeans(
+                    &dd,
+                    self.arch.k,
+                    self.cfg.restarts,
+                    &mut rng(self.cfg.seed, 5),
+                );
+                self.data.labels.as_ref().map(|t| scores(&km.labels, t))
+            } else {
+                None
+            };
+            let dec = (self.arch.kind == NetKind::AeCm).then(|| self.decoded_centroids());
+            (pred, Some(lsp), self.centroids(), dec, extra)
+        };
+        let sc = self.data.labels.as_ref().map(|t| scores(&assign, t));
+        RunResult {
+            model: kind.name().into(),
+            seed: self.cfg.seed,
+            device: self.device_name.clone(),
+            assignments: assign,
+            scores: sc,
+            lsp,
+            centroids,
+            decoded_centroids: decoded,
+            km_on_embedding: extra,
+            history: self.history.clone(),
+            steps: self.step,
+            epochs: self.history.len(),
+            interrupted,
+            wall_s: self.started.elapsed().as_secs_f64(),
+        }
+    }
+}
+
+/// Sets the CM weights from centres U (`K x p`): `W_enc = pinv(U)` (`p x K`), `W_dec = U`, both
+/// biases 0 (ALGORITHM.md, k-means++ initialisation).
+fn set_cm_params(params: &mut [Tensor<2>], arch: &Arch, c: &HostMat, device: &Device) {
+    let i = 2 * arch.n_deep();
+    let (k, p) = (c.rows, c.cols);
+    let w_enc = HostMat {
+        rows: p,
+        cols: k,
+        data: pinv(&c.data, k, p),
+    };
+    params[i] = w_enc.to_tensor(device);
+    params[i + 1] = Tensor::zeros([1, k], device);
+    params[i + 2] = c.to_tensor(device);
+    params[i + 3] = Tensor::zeros([1, p], device);
+}
+
+/// Runs a classical baseline (k-means, GMM, iGMM) on the data set.
+pub fn run_baseline(
+    cfg: &CheckedConfig,
+    data: &Dataset,
+    device: &Device,
+    device_name: &str,
+) -> RunResult {
+    let started = Instant::now();
+    let dd = DeviceData::new(&data.x, data.n, data.d, device);
+    let mut r = rng(cfg.seed, 6);
+    let part = match cfg.model {
+        ModelKind::Gmm => baselines::gmm(&dd, cfg.clusters, cfg.restarts, &mut r),
+        ModelKind::Igmm => baselines::igmm(&dd, cfg.clusters, cfg.restarts, &mut r),
+        _ => baselines::kmeans(&dd, cfg.clusters, cfg.restarts, &mut r),
+    };
+    RunResult {
+        model: cfg.model.name().into(),
+        seed: cfg.seed,
+        device: device_name.into(),
+        scores: data.labels.as_ref().map(|t| scores(&part.labels, t)),
+        assignments: part.labels,
+        lsp: None,
+        centroids: part.centres,
+        decoded_centroids: None,
+        km_on_embedding: None,
+        history: Vec::new(),
+        steps: 0,
+        epochs: 0,
+        interrupted: false,
+        wall_s: started.elapsed().as_secs_f64(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::train::TrainConfig;
+
+    fn blobs() -> Dataset {
+        crate::data::generate("blobs", Some(90), 3).unwrap()
+    }
+
+    fn cfg(model: ModelKind, epochs: usize, averaging: bool) -> CheckedConfig {
+        TrainConfig {
+            model,
+            clusters: 3,
+            alpha: vec![2.0],
+            batch: 32,
+            epochs,
+            averaging,
+            hidden: vec![8],
+            embed: 2,
+            seed: 7,
+            ..TrainConfig::default()
+        }
+        .check(90, 2)
+        .unwrap()
+    }
+
+    #[test]
+    fn averaging_epoch_returns_the_mean_of_the_iterates() {
+        let mut none = |_: &Event| {};
+        for model in [ModelKind::Cm, ModelKind::Aecm] {
+            // A: no training epoch, then the averaging epoch.
+            let mut a = Trainer::new(cfg(model, 0, true), blobs(), Device::flex(), "cpu").unwrap();
+            assert_eq!(a.phase(), Phase::Averaging);
+            while !a.is_done() {
+                a.step(&mut none).unwrap();
+            }
+            // B: the same epoch as a plain training epoch (same shuffle, same updates): keep every iterate.
+            let mut b = Trainer::new(cfg(model, 1, false), blobs(), Device::flex(), "cpu").unwrap();
+            let mut iterates: Vec<Vec<HostMat>> = Vec::new();
+            while !b.is_done() {
+                b.step(&mut none).unwrap();
+                iterates.push(b.params_host());
+            }
+            assert_eq!(
+                iterates.len(),
+                3,
+                "90 samples in batches of 32: 3 updates, last partial batch kept"
+            );
+            let avg = a.params_host();
+            for (p, got) in avg.iter().enumerate() {
+                for (j, v) in got.data.iter().enumerate() {
+                    let mean: f32 = iterates.iter().map(|it| it[p].data[j]).sum::<f32>() / 3.0;
+                    assert!(
+                        (v - mean).abs() < 1e-5,
+                        "{model:?} param {p}[{j}]: {v} vs mean {mean}"
+                    );
+                }
+            }
+            // and it differs from the last iterate
+            assert_ne!(avg, *iterates.last().unwrap());
+        }
+    }
+
+    #[test]
+    fn same_seed_same_result_on_cpu() {
+        let run = || {
+            let t =
+                Trainer::new(cfg(ModelKind::Cm, 3, true), blobs(), Device::flex(), "cpu").unwrap();
+            t.run(&mut |_: &Event| {}, &AtomicBool::new(false)).unwrap()
+        };
+        let (r1, r2) = (run(), run());
+        assert_eq!(r1.assignments, r2.assignments);
+        assert_eq!(r1.centroids, r2.centroids);
+        assert_eq!(
+            r1.history
+                .iter()
+                .map(|h| h.terms.clone())
+                .collect::<Vec<_>>(),
+            r2.history
+                .iter()
+                .map(|h| h.terms.clone())
+                .collect::<Vec<_>>()
+        );
+    }
+
+    #[test]
+    fn stop_flag_ends_after_the_current_step_and_keeps_results() {
+        let t = Trainer::new(cfg(ModelKind::Cm, 50, true), blobs(), Device::flex(), "cpu").unwrap();
+        let stop = AtomicBool::new(false);
+        let mut n = 0;
+        let r = t
+            .run(
+                &mut |e: &Event| {
+                    if matches!(e, Event::Epoch(_)) {
+                        n += 1;
+                        if n == 2 {
+                            stop.store(true, Ordering::SeqCst);
+                        }
+                    }
+                },
+                &stop,
+            )
+            .unwrap();
+        assert!(r.interrupted);
+        assert_eq!(r.epochs, 2);
+        assert_eq!(r.assignments.len(), 90);
+    }
+
+    #[test]
+    fn pretrained_aecm_runs_all_phases() {
+        let c = TrainConfig {
+            model: ModelKind::Aecm,
+            clusters: 3,
+            alpha: vec![2.0],
+            batch: 32,
+            epochs: 2,
+            init: Init::Pretrained,
+            pretrain_epochs: 2,
+            cm_pretrain_epochs: 2,
+            hidden: vec![8],
+            embed: 2,
+            restarts: 2,
+            ..TrainConfig::default()
+        }
+        .check(90, 2)
+        .unwrap();
+        let t = Trainer::new(c, blobs(), Device::flex(), "cpu").unwrap();
+        assert_eq!(t.total_epochs(), 7);
+        let r = t.run(&mut |_: &Event| {}, &AtomicBool::new(false)).unwrap();
+        let phases: Vec<&str> = r.history.iter().map(|h| h.phase.as_str()).collect();
+        assert_eq!(
+            phases,
+            [
+                "ae-pretrain",
+                "ae-pretrain",
+                "cm-pretrain",
+                "cm-pretrain",
+                "train",
+                "train",
+                "averaging"
+            ]
+        );
+        assert!(r.km_on_embedding.is_some());
+    }
+
+    #[test]
+    fn live_weight_changes_are_validated() {
+        let mut t =
+            Trainer::new(cfg(ModelKind::Cm, 1, true), blobs(), Device::flex(), "cpu").unwrap();
+        assert!(t.set_weights(vec![-1.0], 1.0, 1.0).is_err());
+        t.set_weights(vec![9.0], 1.0, 0.5).unwrap();
+        assert_eq!(t.weights().alpha, vec![9.0]);
+        assert!(t.set_lr(0.0).is_err());
+    }
+}

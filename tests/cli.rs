@@ -1,0 +1,198 @@
+//! Runs the real `aecm` binary.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_aecm"))
+}
+
+fn out_dir(tag: &str) -> PathBuf {
+    let p = std::env::temp_dir().join(format!("aecm-cli-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&p);
+    p
+}
+
+fn json(p: &std::path::Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
+}
+
+fn run_ok(cmd: &mut Command) -> String {
+    let o = cmd.output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr).to_string();
+    assert!(o.status.success(), "failed: {err}");
+    err
+}
+
+#[test]
+fn cm_on_five_gaussians_paper_setting_reaches_ari_080_over_three_seeds() {
+    let out = out_dir("g5");
+    let err = run_ok(
+        bin()
+            .args([
+                "train",
+                "--data",
+                "builtin:gaussians5",
+                "--model",
+                "cm",
+                "--alpha",
+                "5",
+                "--batch",
+                "20",
+                "--epochs",
+                "150",
+                "--seed",
+                "0",
+                "--runs",
+                "3",
+                "--device",
+                "cpu",
+                "--eval-every",
+                "0",
+                "--quiet",
+                "--out",
+            ])
+            .arg(&out),
+    );
+    assert!(
+        err.contains("device: cpu"),
+        "the device choice is printed: {err}"
+    );
+    let s = json(&out.join("summary.json"));
+    let mean = s["aggregate"]["ari"]["mean"].as_f64().unwrap();
+    assert!(mean >= 0.80, "mean ARI {mean} < 0.80");
+    assert_eq!(s["runs"].as_array().unwrap().len(), 3);
+    assert!(s["aggregate"]["ari"]["lsp_selected"].as_f64().is_some());
+    for seed in 0..3 {
+        assert!(out.join(format!("seed-{seed}/assignments.csv")).is_file());
+    }
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+#[test]
+fn aecm_on_an_image_sample_writes_every_output_file() {
+    let out = out_dir("aecm");
+    let data = format!("{}/sample_data/digits", env!("CARGO_MANIFEST_DIR"));
+    run_ok(
+        bin()
+            .args([
+                "train",
+                "--data",
+                &data,
+                "--model",
+                "aecm",
+                "--preprocess",
+                "max",
+                "--hidden",
+                "64,64",
+                "--embed",
+                "8",
+                "--alpha",
+                "5",
+                "--beta",
+                "1",
+                "--batch",
+                "64",
+                "--epochs",
+                "3",
+                "--device",
+                "cpu",
+                "--quiet",
+                "--out",
+            ])
+            .arg(&out),
+    );
+    let s = json(&out.join("summary.json"));
+    assert_eq!(s["n"], 1797);
+    assert_eq!(s["d"], 64);
+    assert_eq!(s["k"], 10);
+    for m in ["ari", "nmi", "acc"] {
+        let v = s["metrics"][m].as_f64().unwrap();
+        assert!((-1.0..=1.0).contains(&v), "{m} = {v}");
+    }
+    assert!(s["l_sp"].as_f64().is_some());
+    let hist = s["history"].as_array().unwrap();
+    assert_eq!(hist.len(), 4, "3 epochs + the averaging epoch");
+    for t in ["rec", "cm_rec", "sparsity", "prior", "orth"] {
+        assert!(hist[0]["terms"][t].as_f64().is_some(), "term {t}");
+    }
+    assert!(hist[0]["metrics"]["ari"].as_f64().is_some());
+    let a = std::fs::read_to_string(out.join("assignments.csv")).unwrap();
+    let lines: Vec<&str> = a.lines().collect();
+    assert_eq!(lines[0], "index,cluster,label");
+    assert_eq!(lines.len(), 1798);
+    let c = std::fs::read_to_string(out.join("centroids.csv")).unwrap();
+    assert_eq!(c.lines().count(), 11);
+    assert_eq!(
+        c.lines().next().unwrap().split(',').count(),
+        9,
+        "cluster + 8 embedding dims"
+    );
+    let dc = std::fs::read_to_string(out.join("decoded_centroids.csv")).unwrap();
+    assert_eq!(dc.lines().next().unwrap().split(',').count(), 65);
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+#[test]
+fn baselines_run_from_the_cli() {
+    let data = format!("{}/sample_data/iris/iris.csv", env!("CARGO_MANIFEST_DIR"));
+    for model in ["kmeans", "gmm", "igmm"] {
+        let out = out_dir(model);
+        run_ok(
+            bin()
+                .args([
+                    "train",
+                    "--data",
+                    &data,
+                    "--model",
+                    model,
+                    "--preprocess",
+                    "standardize",
+                    "--device",
+                    "cpu",
+                    "--quiet",
+                    "--out",
+                ])
+                .arg(&out),
+        );
+        let s = json(&out.join("summary.json"));
+        let ari = s["metrics"]["ari"].as_f64().unwrap();
+        assert!(ari > 0.4, "{model}: ARI {ari}");
+        let _ = std::fs::remove_dir_all(&out);
+    }
+}
+
+#[test]
+fn bad_input_exits_2_with_one_clear_message() {
+    let o = bin()
+        .args(["train", "--data", "/no/such/file.csv"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        e.contains("/no/such/file.csv") && !e.contains("panicked"),
+        "{e}"
+    );
+
+    let o = bin()
+        .args(["train", "--data", "builtin:blobs", "--alpha", "-1"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(e.contains("alpha") && !e.contains("panicked"), "{e}");
+
+    let o = bin()
+        .args(["train", "--data", "builtin:blobs", "--batch", "0"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("batch"));
+
+    let o = bin()
+        .args(["train", "--data", "builtin:blobs", "--model", "nope"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+}
