@@ -392,16 +392,14 @@ fn train_cmd(a: TrainArgs) -> anyhow::Result<()> {
         }
     }
     if let Some(out) = &a.out {
-        export::write_summary(
-            out,
-            &checked,
-            &ds,
-            &pre.to_string(),
-            a.preset.as_deref(),
-            &desc,
-            &results,
-            t0.elapsed().as_secs_f64(),
-        )?;
+        let pre_name = pre.to_string();
+        let meta = export::SummaryMeta {
+            preprocess: &pre_name,
+            preset: a.preset.as_deref(),
+            device: &desc,
+            wall_s: t0.elapsed().as_secs_f64(),
+        };
+        export::write_summary(out, &checked, &ds, &meta, &results)?;
         eprintln!("wrote {}", out.display());
     }
     Ok(())

@@ -155,17 +155,32 @@ pub fn lsp_selected(runs: &[RunResult]) -> Option<usize> {
         .map(|(i, _)| i)
 }
 
+/// File-level facts of a summary.
+pub struct SummaryMeta<'a> {
+    /// Preprocessing applied.
+    pub preprocess: &'a str,
+    /// Preset used, if any.
+    pub preset: Option<&'a str>,
+    /// Device description.
+    pub device: &'a str,
+    /// Wall time of the whole command.
+    pub wall_s: f64,
+}
+
 /// Writes `summary.json` (and the per-run files) for one or several runs into `out`.
 pub fn write_summary(
     out: &Path,
     cfg: &CheckedConfig,
     ds: &Dataset,
-    preprocess: &str,
-    preset: Option<&str>,
-    device: &str,
+    meta: &SummaryMeta,
     runs: &[RunResult],
-    wall_s: f64,
 ) -> Result<()> {
+    let SummaryMeta {
+        preprocess,
+        preset,
+        device,
+        wall_s,
+    } = *meta;
     std::fs::create_dir_all(out).map_err(|e| AecmError::io(out, e))?;
     let first = runs
         .first()

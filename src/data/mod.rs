@@ -478,17 +478,18 @@ pub fn load_dir(dir: &Path, opts: &LoadOptions) -> Result<Dataset> {
         let mut ds = data.ok_or_else(|| {
             AecmError::data(dir, "found only 1-D .npy files; expected a 2-D data array")
         })?;
-        if ds.labels.is_none() && opts.labels.is_none() {
-            if let Some(lf) = label_files.first() {
-                let raw = npy::load_npy_labels(lf)?;
-                if raw.len() != ds.n {
-                    return Err(AecmError::data(
-                        *lf,
-                        format!("has {} labels but the data has {} samples", raw.len(), ds.n),
-                    ));
-                }
-                ds = ds.with_string_labels(&raw);
+        if ds.labels.is_none()
+            && opts.labels.is_none()
+            && let Some(lf) = label_files.first()
+        {
+            let raw = npy::load_npy_labels(lf)?;
+            if raw.len() != ds.n {
+                return Err(AecmError::data(
+                    *lf,
+                    format!("has {} labels but the data has {} samples", raw.len(), ds.n),
+                ));
             }
+            ds = ds.with_string_labels(&raw);
         }
         ds.name = dir_name;
         return Ok(ds);

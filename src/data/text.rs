@@ -77,22 +77,21 @@ pub fn load_text(path: &Path, opts: &LoadOptions) -> Result<Dataset> {
     let mut target_names: Option<Vec<String>> = None;
     if rows.len() >= 2 {
         let r0 = &rows[0].1;
-        if r0.len() >= 2 {
-            if let (Ok(n), Ok(d)) = (r0[0].parse::<usize>(), r0[1].parse::<usize>()) {
-                let names = &r0[2..];
-                let mut distinct: Vec<&String> =
-                    rows[1..].iter().filter_map(|r| r.1.last()).collect();
-                distinct.sort();
-                distinct.dedup();
-                if n == rows.len() - 1
-                    && d + 1 == rows[1].1.len()
-                    && !names.is_empty()
-                    && names.iter().all(|s| !is_num(s))
-                    && names.len() == distinct.len()
-                {
-                    target_names = Some(r0[2..].to_vec());
-                    rows.remove(0);
-                }
+        if r0.len() >= 2
+            && let (Ok(n), Ok(d)) = (r0[0].parse::<usize>(), r0[1].parse::<usize>())
+        {
+            let names = &r0[2..];
+            let mut distinct: Vec<&String> = rows[1..].iter().filter_map(|r| r.1.last()).collect();
+            distinct.sort();
+            distinct.dedup();
+            if n == rows.len() - 1
+                && d + 1 == rows[1].1.len()
+                && !names.is_empty()
+                && names.iter().all(|s| !is_num(s))
+                && names.len() == distinct.len()
+            {
+                target_names = Some(r0[2..].to_vec());
+                rows.remove(0);
             }
         }
     }
@@ -116,17 +115,17 @@ pub fn load_text(path: &Path, opts: &LoadOptions) -> Result<Dataset> {
         return Err(AecmError::data(path, "file has a header but no data rows"));
     }
     let width = rows[0].1.len();
-    if let Some(h) = &header {
-        if h.len() != width {
-            return Err(AecmError::data(
-                path,
-                format!(
-                    "header has {} fields but line {} has {width}",
-                    h.len(),
-                    rows[0].0
-                ),
-            ));
-        }
+    if let Some(h) = &header
+        && h.len() != width
+    {
+        return Err(AecmError::data(
+            path,
+            format!(
+                "header has {} fields but line {} has {width}",
+                h.len(),
+                rows[0].0
+            ),
+        ));
     }
     for (line, cells) in &rows {
         if cells.len() != width {
@@ -214,10 +213,10 @@ pub fn load_text(path: &Path, opts: &LoadOptions) -> Result<Dataset> {
     if let Some(lc) = label_col {
         let raw: Vec<String> = rows.iter().map(|(_, r)| r[lc].clone()).collect();
         ds = ds.with_string_labels(&raw);
-        if let Some(names) = target_names {
-            if names.len() == ds.label_names.len() {
-                ds.label_names = names;
-            }
+        if let Some(names) = target_names
+            && names.len() == ds.label_names.len()
+        {
+            ds.label_names = names;
         }
     }
     ds.image_shape = guess_square_image(d);

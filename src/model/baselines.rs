@@ -323,7 +323,7 @@ pub fn gmm(data: &DeviceData, k: usize, restarts: usize, rng: &mut SeededRng) ->
         let mt = r.clone().transpose().matmul(data.x.clone()) / nk.transpose().clamp_min(1e-10);
         means = HostMat::from_tensor(&mt);
         let mut cols = Vec::with_capacity(k);
-        for c in 0..k {
+        for (c, &nk_c) in nk_h.iter().enumerate() {
             let mu = Tensor::<2>::from_data(
                 TensorData::new(means.data[c * d..(c + 1) * d].to_vec(), [1, d]),
                 &dev,
@@ -333,7 +333,7 @@ pub fn gmm(data: &DeviceData, k: usize, restarts: usize, rng: &mut SeededRng) ->
             let cov = (diff.clone() * rc).transpose().matmul(diff.clone()); // d x d
             let mut cov: Vec<f64> = to_vec_f32(cov)
                 .into_iter()
-                .map(|v| f64::from(v) / nk_h[c])
+                .map(|v| f64::from(v) / nk_c)
                 .collect();
             for j in 0..d {
                 cov[j * d + j] += 1e-6;
@@ -362,7 +362,7 @@ pub fn gmm(data: &DeviceData, k: usize, restarts: usize, rng: &mut SeededRng) ->
             ));
             let maha = y.square().sum_dim(1); // N x 1
             let konst = -0.5 * (d as f64 * (2.0 * std::f64::consts::PI).ln() + logdet)
-                + (nk_h[c] / n as f64).ln();
+                + (nk_c / n as f64).ln();
             cols.push(maha * (-0.5) + konst as f32);
         }
         let logp = Tensor::cat(cols, 1); // N x K

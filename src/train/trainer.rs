@@ -309,11 +309,12 @@ impl Trainer {
                 self.avg_sum = None;
                 self.avg_count = 0;
             }
-            if self.phase == Phase::Averaging && next == Phase::Done {
-                if let Some(sum) = self.avg_sum.take() {
-                    let c = self.avg_count.max(1) as f64;
-                    self.params = sum.into_iter().map(|s| s / c).collect();
-                }
+            if self.phase == Phase::Averaging
+                && next == Phase::Done
+                && let Some(sum) = self.avg_sum.take()
+            {
+                let c = self.avg_count.max(1) as f64;
+                self.params = sum.into_iter().map(|s| s / c).collect();
             }
             self.phase = next;
             self.phase_epochs = self.epochs_of(next);
@@ -362,7 +363,7 @@ impl Trainer {
         let idx = self
             .perm
             .as_ref()
-            .map(|p| p.clone().slice([self.cursor..end]));
+            .map(|p| p.clone().narrow(0, self.cursor, end - self.cursor));
         let Some(idx) = idx else { return Ok(None) };
         self.cursor = end;
         let terms = self.update(idx);
@@ -482,7 +483,7 @@ impl Trainer {
         let last_of_phase = self.epoch_in_phase >= self.phase_epochs;
         let phase = self.phase;
         let eval = self.cfg.eval_every > 0
-            && epoch % self.cfg.eval_every == 0
+            && epoch.is_multiple_of(self.cfg.eval_every)
             && phase != Phase::Averaging;
         let (sc, lsp) = if eval { self.evaluate() } else { (None, None) };
         let rec = EpochRecord {
@@ -512,7 +513,7 @@ impl Trainer {
         let n = self.data.n;
         let chunks: Vec<Tensor<2>> = (0..n)
             .step_by(8192)
-            .map(|s| net.encode(self.x.clone().slice([s..(s + 8192).min(n)])))
+            .map(|s| net.encode(self.x.clone().narrow(0, s, (n - s).min(8192))))
             .collect();
         Tensor::cat(chunks, 0)
     }
@@ -528,7 +529,7 @@ impl Trainer {
         let mut labels = Vec::with_capacity(n);
         let mut lsp = 0f64;
         for s in (0..n).step_by(8192) {
-            let z = net.encode(self.x.clone().slice([s..(s + 8192).min(n)]));
+            let z = net.encode(self.x.clone().narrow(0, s, (n - s).min(8192)));
             let (g, _) = net.cm(z);
             let (e2, e3) = e2_e3(&g, &u);
             lsp += to_f32(e2 + e3).first().copied().map_or(0.0, f64::from);
