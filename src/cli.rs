@@ -25,6 +25,8 @@ pub struct Cli {
 pub enum Command {
     /// Train a model on a data set and write summary.json, assignments.csv and centroids.csv.
     Train(Box<TrainArgs>),
+    /// Reproduce one of the paper's experiments (resumable) and write EXPERIMENT.md/.csv/.tex.
+    Reproduce(ReproArgs),
     /// List the wgpu adapters and the device `--device auto` would use.
     Devices,
 }
@@ -173,6 +175,35 @@ pub struct TrainArgs {
     pub quiet: bool,
 }
 
+/// Options of `aecm reproduce`.
+#[derive(Debug, Args)]
+pub struct ReproArgs {
+    /// cm-table, ablation, toy, aecm-table, k-sweep or uci.
+    #[arg(long)]
+    pub experiment: String,
+    /// Folder of the benchmark data (the layout of ../shared/data).
+    #[arg(long)]
+    pub data_dir: Option<PathBuf>,
+    /// Data sets to use (default: the experiment's own).
+    #[arg(long, value_delimiter = ',')]
+    pub datasets: Option<Vec<String>>,
+    /// Runs per setting (seeds 0..N-1).
+    #[arg(long, default_value_t = 20)]
+    pub runs: usize,
+    /// Override the epochs of every neural run (quick checks; not the paper's setting).
+    #[arg(long)]
+    pub epochs: Option<usize>,
+    /// Device: auto, cpu, wgpu.
+    #[arg(long, default_value = "auto")]
+    pub device: DeviceChoice,
+    /// Output folder (runs are stored there; a rerun continues where it stopped).
+    #[arg(long, default_value = "repro")]
+    pub out: PathBuf,
+    /// No progress bar.
+    #[arg(long)]
+    pub quiet: bool,
+}
+
 /// Exit code for an error: 2 for bad input (arguments, data, settings), 1 otherwise.
 pub fn exit_code(e: &anyhow::Error) -> i32 {
     match e.downcast_ref::<AecmError>() {
@@ -186,6 +217,32 @@ pub fn exit_code(e: &anyhow::Error) -> i32 {
 pub fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Train(a) => train_cmd(*a),
+        Command::Reproduce(a) => {
+            if a.runs < 1 {
+                return Err(AecmError::config("runs", "must be at least 1").into());
+            }
+            let (device, desc) = device::select(a.device)?;
+            eprintln!(
+                "reproduce {}: {} runs per setting; device: {desc}",
+                a.experiment, a.runs
+            );
+            let o = crate::reproduce::ReproOptions {
+                experiment: a.experiment.clone(),
+                data_dir: a.data_dir.clone(),
+                datasets: a.datasets.clone(),
+                runs: a.runs,
+                epochs: a.epochs,
+                out: a.out.clone(),
+            };
+            let runs = crate::reproduce::reproduce(&o, &device, &desc, a.quiet)?;
+            eprintln!(
+                "{} runs; wrote {}/{}.md, .csv, .tex",
+                runs.len(),
+                a.out.display(),
+                a.experiment
+            );
+            Ok(())
+        }
         Command::Devices => {
             let list = device::adapters();
             if list.is_empty() {

@@ -12,6 +12,7 @@ pub mod error;
 pub mod export;
 pub mod metrics;
 pub mod model;
+pub mod reproduce;
 pub mod train;
 pub mod util;
 

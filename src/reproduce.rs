@@ -1,0 +1,680 @@
+//! `aecm reproduce`: the paper's experiments as resumable batches of runs, summarised into
+//! Markdown, CSV and LaTeX tables next to the published values.
+//!
+//! Every run is stored as `OUT/runs/DATASET/MODEL-INIT[-VARIANT]/seed-S.json` as soon as it
+//! ends; a run whose file exists is not run again, so an interrupted reproduction continues where
+//! it stopped.
+
+use crate::data::{self, Dataset, LabelColumn, LoadOptions, Preprocess};
+use crate::error::{AecmError, Result};
+use crate::metrics::Scores;
+use crate::train::{self, Event, Init, ModelKind, RunResult, TrainConfig, Trainer};
+use crate::util::atomic_write;
+use burn::tensor::Device;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
+
+/// The experiments `--experiment` accepts.
+pub const EXPERIMENTS: [&str; 6] = [
+    "cm-table",
+    "ablation",
+    "toy",
+    "aecm-table",
+    "k-sweep",
+    "uci",
+];
+
+/// One run to do.
+#[derive(Debug, Clone)]
+pub struct Job {
+    /// Data set key.
+    pub dataset: String,
+    /// Model.
+    pub model: ModelKind,
+    /// Initialisation.
+    pub init: Init,
+    /// Variant (ablation terms, K of the sweep), or empty.
+    pub variant: String,
+    /// The configuration (seed included).
+    pub cfg: TrainConfig,
+}
+
+impl Job {
+    fn group(&self) -> String {
+        let init = match (self.model.is_neural(), self.init) {
+            (false, _) => "kmeans++",
+            (true, Init::Random) => "random",
+            (true, Init::Pretrained) => "pretrained",
+        };
+        if self.variant.is_empty() {
+            format!("{}-{init}", self.model.name())
+        } else {
+            format!("{}-{init}-{}", self.model.name(), self.variant)
+        }
+    }
+
+    fn path(&self, out: &Path) -> PathBuf {
+        out.join("runs")
+            .join(&self.dataset)
+            .join(self.group())
+            .join(format!("seed-{}.json", self.cfg.seed))
+    }
+}
+
+/// What is stored of a finished run.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct StoredRun {
+    /// Data set key.
+    pub dataset: String,
+    /// Model name.
+    pub model: String,
+    /// `random` or `pretrained`.
+    pub init: String,
+    /// Variant.
+    pub variant: String,
+    /// Seed.
+    pub seed: u64,
+    /// Metrics.
+    pub scores: Option<Scores>,
+    /// L_sp.
+    pub lsp: Option<f64>,
+    /// Wall time in seconds.
+    pub wall_s: f64,
+    /// Epochs done.
+    pub epochs: usize,
+}
+
+/// Options of a reproduction.
+#[derive(Debug, Clone)]
+pub struct ReproOptions {
+    /// Which experiment.
+    pub experiment: String,
+    /// Folder holding the benchmark data (`../shared/data` layout).
+    pub data_dir: Option<PathBuf>,
+    /// Restrict to these data sets.
+    pub datasets: Option<Vec<String>>,
+    /// Runs (seeds 0..runs-1).
+    pub runs: usize,
+    /// Override the epochs of every neural run (for quick checks).
+    pub epochs: Option<usize>,
+    /// Output folder.
+    pub out: PathBuf,
+}
+
+/// Loads a data set by key with the paper's preprocessing.
+pub fn load_dataset(key: &str, data_dir: Option<&Path>) -> Result<Dataset> {
+    let need_dir = || {
+        data_dir.ok_or_else(|| {
+            AecmError::config(
+                "data-dir",
+                format!("data set '{key}' needs --data-dir (e.g. ../shared/data)"),
+            )
+        })
+    };
+    let std_csv = |rel: &str, skip: Vec<usize>, label: LabelColumn| -> Result<Dataset> {
+        let path = need_dir()?.join(rel);
+        let opts = LoadOptions {
+            skip_columns: skip,
+            label_column: label,
+            ..Default::default()
+        };
+        let mut ds = data::load(&path.to_string_lossy(), &opts)?;
+        data::preprocess(&mut ds, Preprocess::Standardize);
+        ds.name = key.to_string();
+        Ok(ds)
+    };
+    let preset = |dir: &str, p: &str| -> Result<Dataset> {
+        let path = need_dir()?.join(dir);
+        let mut ds = data::load(&path.to_string_lossy(), &LoadOptions::default())?;
+        data::preprocess(&mut ds, train::preset(p)?.preprocess);
+        ds.name = key.to_string();
+        Ok(ds)
+    };
+    match key {
+        "mnist" => preset("mnist", "mnist"),
+        "usps" => preset("usps", "usps"),
+        "pendigits" => preset("pendigits", "pendigits"),
+        "20news" => preset("20newsgroups", "20news"),
+        "iris" => std_csv("iris/iris_sklearn.csv", vec![], LabelColumn::Auto),
+        "breast" => std_csv(
+            "breast-cancer-wisconsin/wdbc_sklearn.csv",
+            vec![],
+            LabelColumn::Auto,
+        ),
+        "ecoli" => std_csv("ecoli/ecoli.csv", vec![0], LabelColumn::Auto),
+        "glass" => std_csv("glass/glass.data", vec![0], LabelColumn::Last),
+        "yeast" => std_csv("yeast/yeast.data", vec![0], LabelColumn::Auto),
+        other => {
+            let g = if other == "no-structure" {
+                "no-structure"
+            } else {
+                other
+            };
+            data::load(&format!("builtin:{g}"), &LoadOptions::default())
+        }
+    }
+}
+
+/// The paper's values (x100) for (experiment, dataset, model, init, variant, metric).
+pub fn paper_value(
+    exp: &str,
+    ds: &str,
+    model: &str,
+    init: &str,
+    variant: &str,
+    metric: &str,
+) -> Option<f64> {
+    let m = match metric {
+        "ari" => 0,
+        "nmi" => 1,
+        "acc" => 2,
+        _ => return None,
+    };
+    let table7 = |row: &str| -> Option<[f64; 3]> {
+        let v = match (row, ds) {
+            ("kmeans", "mnist") => [37.8, 49.9, 54.5],
+            ("kmeans", "usps") => [52.6, 61.8, 63.0],
+            ("kmeans", "pendigits") => [56.5, 67.8, 71.1],
+            ("kmeans", "20news") => [14.8, 32.3, 31.0],
+            ("cm", "mnist") => [39.7, 50.0, 56.8],
+            ("cm", "usps") => [54.3, 62.8, 67.0],
+            ("cm", "pendigits") => [57.3, 67.0, 72.0],
+            ("cm", "20news") => [9.7, 21.2, 18.3],
+            ("aekm", "mnist") => [65.6, 71.5, 78.6],
+            ("aekm", "usps") => [57.1, 64.6, 67.5],
+            ("aekm", "pendigits") => [55.2, 68.2, 70.2],
+            ("aekm", "20news") => [11.3, 27.4, 24.8],
+            ("aecm", "mnist") => [77.9, 80.9, 86.1],
+            ("aecm", "usps") => [55.1, 63.4, 65.8],
+            ("aecm", "pendigits") => [64.6, 75.0, 75.7],
+            ("aecm", "20news") => [31.5, 45.3, 43.3],
+            ("aecmp", "mnist") => [79.4, 82.4, 86.5],
+            ("aecmp", "usps") => [69.7, 76.7, 76.8],
+            ("aecmp", "pendigits") => [60.1, 70.4, 73.0],
+            ("aecmp", "20news") => [16.8, 29.0, 32.5],
+            _ => return None,
+        };
+        Some(v)
+    };
+    match exp {
+        "cm-table" => match (model, init) {
+            ("kmeans", _) => table7("kmeans").map(|v| v[m]),
+            ("cm", "random") => table7("cm").map(|v| v[m]),
+            _ => None,
+        },
+        "aecm-table" => match (model, init) {
+            ("aecm", "random") => table7("aecm").map(|v| v[m]),
+            ("aecm", "pretrained") => table7("aecmp").map(|v| v[m]),
+            ("ae-km", "random") => table7("aekm").map(|v| v[m]),
+            _ => None,
+        },
+        "ablation" if m == 0 => ABLATION.iter().find(|a| a.0 == variant).map(|a| a.2),
+        "uci" if m == 0 && model == "aecm" => match ds {
+            "iris" => Some(78.9),
+            "breast" => Some(72.9),
+            "ecoli" => Some(72.4),
+            "glass" => Some(37.8),
+            "yeast" => Some(17.7),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// The CM ablation: (variant name, terms E1..E4 in ALGORITHM.md numbering, paper ARI). The paper's
+/// table numbers the terms E0..E3 (E0 = reconstruction = our E1).
+pub const ABLATION: [(&str, [bool; 4], f64); 9] = [
+    ("E1E2E3E4", [true, true, true, true], 83.3),
+    ("E2E3E4", [false, true, true, true], 38.2),
+    ("E1E3E4", [true, false, true, true], 45.0),
+    ("E1E2E4", [true, true, false, true], 66.8),
+    ("E1E2E3", [true, true, true, false], 71.4),
+    ("E1E2", [true, true, false, false], 50.5),
+    ("E1E3", [true, false, true, false], 46.2),
+    ("E1E4", [true, false, false, true], 67.6),
+    ("E1", [true, false, false, false], 59.0),
+];
+
+fn neural(model: ModelKind, k: usize, seed: u64, epochs: usize) -> TrainConfig {
+    TrainConfig {
+        model,
+        clusters: k,
+        seed,
+        epochs,
+        eval_every: 0,
+        ..TrainConfig::default()
+    }
+}
+
+/// The jobs of an experiment.
+pub fn jobs(o: &ReproOptions) -> Result<Vec<(Job, String)>> {
+    let default_sets: Vec<&str> = match o.experiment.as_str() {
+        "cm-table" | "aecm-table" => vec!["pendigits", "usps", "mnist"],
+        "ablation" => vec!["gaussians5"],
+        "toy" => vec!["moons", "varied", "aniso", "blobs", "no-structure"],
+        "k-sweep" => vec!["pendigits"],
+        "uci" => vec!["iris", "breast", "ecoli", "glass", "yeast"],
+        other => {
+            return Err(AecmError::config(
+                "experiment",
+                format!(
+                    "unknown experiment '{other}' (expected one of: {})",
+                    EXPERIMENTS.join(", ")
+                ),
+            ));
+        }
+    };
+    let sets: Vec<String> = match &o.datasets {
+        Some(v) => v.clone(),
+        None => default_sets.iter().map(|s| s.to_string()).collect(),
+    };
+    let ep = |default: usize| o.epochs.unwrap_or(default);
+    let mut out = Vec::new();
+    for ds in &sets {
+        let k_of = |ds: &str| -> usize {
+            match ds {
+                "mnist" | "usps" | "pendigits" => 10,
+                "20news" => 20,
+                "iris" | "ecoli" | "glass" | "yeast" | "breast" => 0,
+                "gaussians5" => 5,
+                "moons" | "circles" => 2,
+                _ => 3,
+            }
+        };
+        let k = k_of(ds);
+        for seed in 0..o.runs as u64 {
+            let mut push = |model, init, variant: &str, cfg: TrainConfig| {
+                out.push((
+                    Job {
+                        dataset: ds.clone(),
+                        model,
+                        init,
+                        variant: variant.into(),
+                        cfg: TrainConfig { seed, ..cfg },
+                    },
+                    ds.clone(),
+                ));
+            };
+            match o.experiment.as_str() {
+                "cm-table" => {
+                    let p = train::preset(if ds == "20news" { "20news" } else { ds })?;
+                    let cm = TrainConfig {
+                        alpha: vec![p.cm.0],
+                        batch: p.cm.1,
+                        ..neural(ModelKind::Cm, k, seed, ep(150))
+                    };
+                    push(ModelKind::Cm, Init::Random, "", cm.clone());
+                    push(
+                        ModelKind::Cm,
+                        Init::Pretrained,
+                        "",
+                        TrainConfig {
+                            init: Init::Pretrained,
+                            ..cm
+                        },
+                    );
+                    for m in [ModelKind::Kmeans, ModelKind::Igmm, ModelKind::Gmm] {
+                        push(
+                            m,
+                            Init::Pretrained,
+                            "",
+                            TrainConfig {
+                                model: m,
+                                clusters: k,
+                                restarts: 1,
+                                ..TrainConfig::default()
+                            },
+                        );
+                    }
+                }
+                "aecm-table" => {
+                    let p = train::preset(ds)?;
+                    let (embed, beta, alpha, batch) = p.aecm;
+                    let a = TrainConfig {
+                        embed,
+                        beta,
+                        alpha: vec![alpha],
+                        batch,
+                        ..neural(ModelKind::Aecm, k, seed, ep(150))
+                    };
+                    push(ModelKind::Aecm, Init::Random, "", a.clone());
+                    push(
+                        ModelKind::Aecm,
+                        Init::Pretrained,
+                        "",
+                        TrainConfig {
+                            init: Init::Pretrained,
+                            pretrain_epochs: o.epochs.unwrap_or(100),
+                            cm_pretrain_epochs: o.epochs.unwrap_or(100),
+                            ..a.clone()
+                        },
+                    );
+                    push(
+                        ModelKind::AeKm,
+                        Init::Random,
+                        "",
+                        TrainConfig {
+                            model: ModelKind::AeKm,
+                            batch: 256,
+                            epochs: ep(100),
+                            ..a
+                        },
+                    );
+                }
+                "ablation" => {
+                    for (name, terms, _) in ABLATION {
+                        let c = TrainConfig {
+                            alpha: vec![5.0],
+                            batch: 20,
+                            cm_terms: terms,
+                            ..neural(ModelKind::Cm, 5, seed, ep(150))
+                        };
+                        push(ModelKind::Cm, Init::Random, name, c);
+                    }
+                }
+                "toy" => {
+                    let (beta, hidden, embed, alpha): (f64, Vec<usize>, usize, f64) =
+                        match ds.as_str() {
+                            "moons" => (100.0, vec![20, 20, 20], 1, 11.0),
+                            "varied" => (100.0, vec![], 3, 11.0),
+                            "aniso" | "blobs" => (1.0, vec![], 3, 11.0),
+                            _ => (1.0, vec![], 3, 0.1),
+                        };
+                    let c = TrainConfig {
+                        beta,
+                        hidden,
+                        embed,
+                        alpha: vec![alpha],
+                        lambda: 0.001,
+                        batch: 20,
+                        ..neural(ModelKind::Aecm, k, seed, ep(100))
+                    };
+                    push(ModelKind::Aecm, Init::Random, "", c);
+                }
+                "k-sweep" => {
+                    let p = train::preset(ds)?;
+                    let (embed, beta, alpha, batch) = p.aecm;
+                    for kk in 5..=20 {
+                        let c = TrainConfig {
+                            embed,
+                            beta,
+                            alpha: vec![alpha],
+                            batch,
+                            ..neural(ModelKind::Aecm, kk, seed, ep(150))
+                        };
+                        push(ModelKind::Aecm, Init::Random, &format!("K{kk}"), c);
+                    }
+                }
+                "uci" => {
+                    // The paper does not give the UCI settings; the architecture is AE-CM's default.
+                    let c = TrainConfig {
+                        alpha: vec![2.0],
+                        batch: 32,
+                        embed: 5,
+                        ..neural(ModelKind::Aecm, k, seed, ep(150))
+                    };
+                    push(ModelKind::Aecm, Init::Random, "", c);
+                    push(
+                        ModelKind::Cm,
+                        Init::Random,
+                        "",
+                        TrainConfig {
+                            model: ModelKind::Cm,
+                            alpha: vec![2.0],
+                            batch: 32,
+                            ..neural(ModelKind::Cm, k, seed, ep(150))
+                        },
+                    );
+                }
+                _ => {}
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Runs one job on `device` and returns what is stored of it.
+pub fn run_job(job: &Job, ds: &Dataset, device: &Device, device_name: &str) -> Result<StoredRun> {
+    let mut cfg = job.cfg.clone();
+    if cfg.clusters == 0 {
+        cfg.clusters = ds.n_classes().max(1);
+    }
+    let checked = cfg.check(ds.n, ds.d)?;
+    let r: RunResult = if checked.model.is_neural() {
+        let t = Trainer::new(checked, ds.clone(), device.clone(), device_name)?;
+        t.run(&mut |_: &Event| {}, &AtomicBool::new(false))?
+    } else {
+        train::run_baseline(&checked, ds, device, device_name)
+    };
+    Ok(StoredRun {
+        dataset: job.dataset.clone(),
+        model: job.model.name().into(),
+        init: match (job.model.is_neural(), job.init) {
+            (false, _) => "kmeans++".into(),
+            (true, Init::Random) => "random".into(),
+            (true, Init::Pretrained) => "pretrained".into(),
+        },
+        variant: job.variant.clone(),
+        seed: job.cfg.seed,
+        scores: r.scores,
+        lsp: r.lsp,
+        wall_s: r.wall_s,
+        epochs: r.epochs,
+    })
+}
+
+/// Runs the experiment's missing runs (printing progress with an ETA), then writes the tables.
+pub fn reproduce(
+    o: &ReproOptions,
+    device: &Device,
+    device_name: &str,
+    quiet: bool,
+) -> Result<Vec<StoredRun>> {
+    let all = jobs(o)?;
+    let todo: Vec<&(Job, String)> = all
+        .iter()
+        .filter(|(j, _)| !j.path(&o.out).is_file())
+        .collect();
+    let pb = if quiet {
+        indicatif::ProgressBar::hidden()
+    } else {
+        indicatif::ProgressBar::new(todo.len() as u64)
+    };
+    pb.set_style(
+        indicatif::ProgressStyle::with_template(
+            "{prefix} [{bar:30}] run {pos}/{len} {msg} [{elapsed_precise}, ETA {eta}]",
+        )
+        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
+        .progress_chars("=> "),
+    );
+    pb.set_prefix(o.experiment.clone());
+    let mut cache: BTreeMap<String, Dataset> = BTreeMap::new();
+    for (job, key) in todo {
+        if !cache.contains_key(key) {
+            cache.insert(key.clone(), load_dataset(key, o.data_dir.as_deref())?);
+        }
+        let Some(ds) = cache.get(key) else { continue };
+        pb.set_message(format!("{} {} seed {}", key, job.group(), job.cfg.seed));
+        let stored = run_job(job, ds, device, device_name)?;
+        let text = serde_json::to_string_pretty(&stored)
+            .map_err(|e| AecmError::data(job.path(&o.out), e.to_string()))?;
+        atomic_write(&job.path(&o.out), text.as_bytes())?;
+        pb.inc(1);
+    }
+    pb.finish_and_clear();
+    let mut runs = Vec::new();
+    for (job, _) in &all {
+        let p = job.path(&o.out);
+        let text = std::fs::read_to_string(&p).map_err(|e| AecmError::io(&p, e))?;
+        let r: StoredRun = serde_json::from_str(&text)
+            .map_err(|e| AecmError::data(&p, format!("not a stored run: {e}")))?;
+        runs.push(r);
+    }
+    write_tables(&o.experiment, &o.out, &runs, device_name)?;
+    Ok(runs)
+}
+
+/// One row of a table: a group of runs and one metric.
+#[derive(Debug, Clone)]
+pub struct Row {
+    /// Data set.
+    pub dataset: String,
+    /// Model.
+    pub model: String,
+    /// Init.
+    pub init: String,
+    /// Variant.
+    pub variant: String,
+    /// Metric name.
+    pub metric: String,
+    /// Runs.
+    pub runs: usize,
+    /// Mean x100.
+    pub mean: f64,
+    /// Std x100.
+    pub std: f64,
+    /// Best x100.
+    pub best: f64,
+    /// L_sp-selected run's value x100.
+    pub lsp_selected: Option<f64>,
+    /// Paper value x100.
+    pub paper: Option<f64>,
+    /// Mean wall time per run.
+    pub wall_s: f64,
+}
+
+/// Aggregates stored runs into table rows.
+pub fn rows(exp: &str, runs: &[StoredRun]) -> Vec<Row> {
+    let mut groups: BTreeMap<(String, String, String, String), Vec<&StoredRun>> = BTreeMap::new();
+    for r in runs {
+        groups
+            .entry((
+                r.dataset.clone(),
+                r.model.clone(),
+                r.init.clone(),
+                r.variant.clone(),
+            ))
+            .or_default()
+            .push(r);
+    }
+    let mut out = Vec::new();
+    for ((ds, model, init, variant), rs) in groups {
+        let sel = rs
+            .iter()
+            .filter_map(|r| r.lsp.filter(|v| v.is_finite()).map(|v| (r, v)))
+            .min_by(|a, b| a.1.total_cmp(&b.1))
+            .map(|(r, _)| *r);
+        for metric in ["ari", "nmi", "acc", "homogeneity"] {
+            let get = |s: &Scores| match metric {
+                "ari" => s.ari,
+                "nmi" => s.nmi,
+                "acc" => s.acc,
+                _ => s.homogeneity,
+            } * 100.0;
+            let vals: Vec<f64> = rs
+                .iter()
+                .filter_map(|r| r.scores.as_ref().map(get))
+                .collect();
+            if vals.is_empty() || (metric == "homogeneity" && exp != "k-sweep") {
+                continue;
+            }
+            let n = vals.len() as f64;
+            let mean = vals.iter().sum::<f64>() / n;
+            out.push(Row {
+                dataset: ds.clone(),
+                model: model.clone(),
+                init: init.clone(),
+                variant: variant.clone(),
+                metric: metric.into(),
+                runs: vals.len(),
+                mean,
+                std: (vals.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / n).sqrt(),
+                best: vals.iter().cloned().fold(f64::NEG_INFINITY, f64::max),
+                lsp_selected: sel.and_then(|r| r.scores.as_ref().map(get)),
+                paper: paper_value(exp, &ds, &model, &init, &variant, metric),
+                wall_s: rs.iter().map(|r| r.wall_s).sum::<f64>() / rs.len() as f64,
+            });
+        }
+    }
+    out
+}
+
+fn opt(v: Option<f64>) -> String {
+    v.map(|x| format!("{x:.1}")).unwrap_or_default()
+}
+
+/// Writes `EXP.md`, `EXP.csv` and `EXP.tex` into `out`.
+pub fn write_tables(exp: &str, out: &Path, runs: &[StoredRun], device: &str) -> Result<()> {
+    let rows = rows(exp, runs);
+    let mut csv = String::from(
+        "experiment,dataset,model,init,variant,metric,runs,mean,std,best,lsp_selected,paper\n",
+    );
+    let mut md = format!(
+        "# {exp}\n\nMeasured by `aecm reproduce --experiment {exp}` on {device}; values x100, mean ± std over the runs \
+         (seeds 0..N-1), the best run, the run with the lowest L_sp, and the paper's value with our difference.\n\n\
+         | data set | model | init | variant | metric | runs | mean ± std | best | L_sp-selected | paper | diff | s/run |\n\
+         | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n"
+    );
+    let mut tex = String::from(
+        "\\begin{tabular}{llllrrrrr}\n\\toprule\nData & Model & Init & Variant & Metric & Mean & Std & $\\mathcal{L}_{sp}$ & Paper \\\\\n\\midrule\n",
+    );
+    for r in &rows {
+        let _ = writeln!(
+            csv,
+            "{exp},{},{},{},{},{},{},{:.2},{:.2},{:.2},{},{}",
+            r.dataset,
+            r.model,
+            r.init,
+            r.variant,
+            r.metric,
+            r.runs,
+            r.mean,
+            r.std,
+            r.best,
+            r.lsp_selected
+                .map(|v| format!("{v:.2}"))
+                .unwrap_or_default(),
+            r.paper.map(|v| format!("{v:.1}")).unwrap_or_default()
+        );
+        let diff = r
+            .paper
+            .map(|p| format!("{:+.1}", r.mean - p))
+            .unwrap_or_default();
+        let _ = writeln!(
+            md,
+            "| {} | {} | {} | {} | {} | {} | {:.1} ± {:.1} | {:.1} | {} | {} | {diff} | {:.1} |",
+            r.dataset,
+            r.model,
+            r.init,
+            r.variant,
+            r.metric,
+            r.runs,
+            r.mean,
+            r.std,
+            r.best,
+            opt(r.lsp_selected),
+            opt(r.paper),
+            r.wall_s
+        );
+        let _ = writeln!(
+            tex,
+            "{} & {} & {} & {} & {} & {:.1} & {:.1} & {} & {} \\\\",
+            r.dataset,
+            r.model,
+            r.init,
+            r.variant.replace('_', "\\_"),
+            r.metric,
+            r.mean,
+            r.std,
+            opt(r.lsp_selected),
+            opt(r.paper)
+        );
+    }
+    tex.push_str("\\bottomrule\n\\end{tabular}\n");
+    atomic_write(&out.join(format!("{exp}.csv")), csv.as_bytes())?;
+    atomic_write(&out.join(format!("{exp}.md")), md.as_bytes())?;
+    atomic_write(&out.join(format!("{exp}.tex")), tex.as_bytes())
+}

@@ -1,0 +1,86 @@
+//! A reduced reproduction end to end (few runs, few epochs): run files, resumption, tables.
+
+use std::process::Command;
+
+#[test]
+fn reduced_ablation_writes_tables_and_resumes() {
+    let out = std::env::temp_dir().join(format!("aecm-repro-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&out);
+    let run = || {
+        let o = Command::new(env!("CARGO_BIN_EXE_aecm"))
+            .args([
+                "reproduce",
+                "--experiment",
+                "ablation",
+                "--runs",
+                "2",
+                "--epochs",
+                "2",
+                "--device",
+                "cpu",
+                "--quiet",
+                "--out",
+            ])
+            .arg(&out)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    };
+    run();
+    let stored = out.join("runs/gaussians5/cm-random-E1E2E3E4/seed-1.json");
+    assert!(stored.is_file());
+    let before = std::fs::metadata(&stored).unwrap().modified().unwrap();
+    let csv = std::fs::read_to_string(out.join("ablation.csv")).unwrap();
+    let lines: Vec<&str> = csv.lines().collect();
+    assert_eq!(
+        lines[0],
+        "experiment,dataset,model,init,variant,metric,runs,mean,std,best,lsp_selected,paper"
+    );
+    assert_eq!(lines.len(), 1 + 9 * 3, "9 term combinations x ARI/NMI/ACC");
+    let full = lines.iter().find(|l| l.contains(",E1E2E3E4,ari,")).unwrap();
+    let cells: Vec<&str> = full.split(',').collect();
+    assert_eq!(cells[6], "2");
+    assert_eq!(cells[11], "83.3", "the paper's value beside ours");
+    let mean: f64 = cells[7].parse().unwrap();
+    assert!((-100.0..=100.0).contains(&mean));
+    let md = std::fs::read_to_string(out.join("ablation.md")).unwrap();
+    assert!(md.contains("| gaussians5 | cm | random | E1E2E3E4 | ari | 2 |"));
+    let tex = std::fs::read_to_string(out.join("ablation.tex")).unwrap();
+    assert!(tex.starts_with("\\begin{tabular}") && tex.contains("E1E4"));
+    // a second call finds every run stored and does not run it again
+    run();
+    assert_eq!(
+        std::fs::metadata(&stored).unwrap().modified().unwrap(),
+        before
+    );
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+#[test]
+fn unknown_experiment_and_missing_data_dir_are_clear_errors() {
+    let o = Command::new(env!("CARGO_BIN_EXE_aecm"))
+        .args(["reproduce", "--experiment", "nope", "--device", "cpu"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("unknown experiment"));
+    let out = std::env::temp_dir().join(format!("aecm-repro-nodir-{}", std::process::id()));
+    let o = Command::new(env!("CARGO_BIN_EXE_aecm"))
+        .args([
+            "reproduce",
+            "--experiment",
+            "cm-table",
+            "--runs",
+            "1",
+            "--device",
+            "cpu",
+            "--quiet",
+            "--out",
+        ])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--data-dir"));
+    let _ = std::fs::remove_dir_all(&out);
+}
