@@ -43,12 +43,17 @@ pub struct Job {
 }
 
 impl Job {
-    fn group(&self) -> String {
-        let init = match (self.model.is_neural(), self.init) {
+    /// How the run is initialised, as the tables name it.
+    fn init_name(&self) -> &'static str {
+        match (self.model.is_neural(), self.init) {
             (false, _) => "kmeans++",
             (true, Init::Random) => "random",
             (true, Init::Pretrained) => "pretrained",
-        };
+        }
+    }
+
+    fn group(&self) -> String {
+        let init = self.init_name();
         if self.variant.is_empty() {
             format!("{}-{init}", self.model.name())
         } else {
@@ -71,7 +76,7 @@ pub struct StoredRun {
     pub dataset: String,
     /// Model name.
     pub model: String,
-    /// `random` or `pretrained`.
+    /// `random`, `pretrained` or `kmeans++`.
     pub init: String,
     /// Variant.
     pub variant: String,
@@ -452,11 +457,7 @@ pub fn run_job(job: &Job, ds: &Dataset, device: &Device, device_name: &str) -> R
     Ok(StoredRun {
         dataset: job.dataset.clone(),
         model: job.model.name().into(),
-        init: match (job.model.is_neural(), job.init) {
-            (false, _) => "kmeans++".into(),
-            (true, Init::Random) => "random".into(),
-            (true, Init::Pretrained) => "pretrained".into(),
-        },
+        init: job.init_name().into(),
         variant: job.variant.clone(),
         seed: job.cfg.seed,
         scores: r.scores,
