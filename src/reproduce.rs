@@ -72,6 +72,9 @@ impl Job {
 /// What is stored of a finished run.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct StoredRun {
+    /// Experiment that made the run.
+    #[serde(default)]
+    pub experiment: String,
     /// Data set key.
     pub dataset: String,
     /// Model name.
@@ -442,7 +445,13 @@ pub fn jobs(o: &ReproOptions) -> Result<Vec<(Job, String)>> {
 }
 
 /// Runs one job on `device` and returns what is stored of it.
-pub fn run_job(job: &Job, ds: &Dataset, device: &Device, device_name: &str) -> Result<StoredRun> {
+pub fn run_job(
+    exp: &str,
+    job: &Job,
+    ds: &Dataset,
+    device: &Device,
+    device_name: &str,
+) -> Result<StoredRun> {
     let mut cfg = job.cfg.clone();
     if cfg.clusters == 0 {
         cfg.clusters = ds.n_classes().max(1);
@@ -455,6 +464,7 @@ pub fn run_job(job: &Job, ds: &Dataset, device: &Device, device_name: &str) -> R
         train::run_baseline(&checked, ds, device, device_name)
     };
     Ok(StoredRun {
+        experiment: exp.to_string(),
         dataset: job.dataset.clone(),
         model: job.model.name().into(),
         init: job.init_name().into(),
@@ -499,23 +509,45 @@ pub fn reproduce(
         }
         let Some(ds) = cache.get(key) else { continue };
         pb.set_message(format!("{} {} seed {}", key, job.group(), job.cfg.seed));
-        let stored = run_job(job, ds, device, device_name)?;
+        let stored = run_job(&o.experiment, job, ds, device, device_name)?;
         let text = serde_json::to_string_pretty(&stored)
             .map_err(|e| AecmError::data(job.path(&o.out), e.to_string()))?;
         atomic_write(&job.path(&o.out), text.as_bytes())?;
         pb.inc(1);
     }
     pb.finish_and_clear();
-    let mut runs = Vec::new();
-    for (job, _) in &all {
-        let p = job.path(&o.out);
-        let text = std::fs::read_to_string(&p).map_err(|e| AecmError::io(&p, e))?;
-        let r: StoredRun = serde_json::from_str(&text)
-            .map_err(|e| AecmError::data(&p, format!("not a stored run: {e}")))?;
-        runs.push(r);
-    }
+    // The tables cover every run of this experiment stored under OUT, also those of earlier calls
+    // with other data sets or more seeds.
+    let runs: Vec<StoredRun> = stored_runs(&o.out.join("runs"))?
+        .into_iter()
+        .filter(|r| r.experiment == o.experiment)
+        .collect();
     write_tables(&o.experiment, &o.out, &runs, device_name)?;
     Ok(runs)
+}
+
+/// Every stored run under `dir` (recursively), in path order.
+pub fn stored_runs(dir: &Path) -> Result<Vec<StoredRun>> {
+    let mut out = Vec::new();
+    if !dir.is_dir() {
+        return Ok(out);
+    }
+    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(|e| AecmError::io(dir, e))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .collect();
+    entries.sort();
+    for p in entries {
+        if p.is_dir() {
+            out.extend(stored_runs(&p)?);
+        } else if p.extension().is_some_and(|e| e == "json") {
+            let text = std::fs::read_to_string(&p).map_err(|e| AecmError::io(&p, e))?;
+            let r: StoredRun = serde_json::from_str(&text)
+                .map_err(|e| AecmError::data(&p, format!("not a stored run: {e}")))?;
+            out.push(r);
+        }
+    }
+    Ok(out)
 }
 
 /// One row of a table: a group of runs and one metric.

@@ -53,6 +53,31 @@ fn reduced_ablation_writes_tables_and_resumes() {
         std::fs::metadata(&stored).unwrap().modified().unwrap(),
         before
     );
+    // a call with more seeds runs only the new ones, and the tables cover all stored runs
+    let o = Command::new(env!("CARGO_BIN_EXE_aecm"))
+        .args([
+            "reproduce",
+            "--experiment",
+            "ablation",
+            "--runs",
+            "3",
+            "--epochs",
+            "2",
+            "--device",
+            "cpu",
+            "--quiet",
+            "--out",
+        ])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+    assert_eq!(
+        std::fs::metadata(&stored).unwrap().modified().unwrap(),
+        before
+    );
+    let csv = std::fs::read_to_string(out.join("ablation.csv")).unwrap();
+    assert!(csv.lines().any(|l| l.contains(",E1E2E3E4,ari,3,")), "{csv}");
     let _ = std::fs::remove_dir_all(&out);
 }
 
