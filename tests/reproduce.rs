@@ -1,32 +1,32 @@
 //! A reduced reproduction end to end (few runs, few epochs): run files, resumption, tables.
 
+use std::path::Path;
 use std::process::Command;
+
+/// Runs a reduced ablation (`runs` seeds, 2 epochs) into `out` and checks it succeeded.
+fn ablation(out: &Path, runs: &str) {
+    let o = Command::new(env!("CARGO_BIN_EXE_aecm"))
+        .args([
+            "reproduce",
+            "--experiment",
+            "ablation",
+            "--runs",
+            runs,
+            "--epochs",
+            "2",
+        ])
+        .args(["--device", "cpu", "--quiet", "--out"])
+        .arg(out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+}
 
 #[test]
 fn reduced_ablation_writes_tables_and_resumes() {
     let out = std::env::temp_dir().join(format!("aecm-repro-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&out);
-    let run = || {
-        let o = Command::new(env!("CARGO_BIN_EXE_aecm"))
-            .args([
-                "reproduce",
-                "--experiment",
-                "ablation",
-                "--runs",
-                "2",
-                "--epochs",
-                "2",
-                "--device",
-                "cpu",
-                "--quiet",
-                "--out",
-            ])
-            .arg(&out)
-            .output()
-            .unwrap();
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    };
-    run();
+    ablation(&out, "2");
     let stored = out.join("runs/gaussians5/cm-random-E1E2E3E4/seed-1.json");
     assert!(stored.is_file());
     let before = std::fs::metadata(&stored).unwrap().modified().unwrap();
@@ -48,30 +48,13 @@ fn reduced_ablation_writes_tables_and_resumes() {
     let tex = std::fs::read_to_string(out.join("ablation.tex")).unwrap();
     assert!(tex.starts_with("\\begin{tabular}") && tex.contains("E1E4"));
     // a second call finds every run stored and does not run it again
-    run();
+    ablation(&out, "2");
     assert_eq!(
         std::fs::metadata(&stored).unwrap().modified().unwrap(),
         before
     );
     // a call with more seeds runs only the new ones, and the tables cover all stored runs
-    let o = Command::new(env!("CARGO_BIN_EXE_aecm"))
-        .args([
-            "reproduce",
-            "--experiment",
-            "ablation",
-            "--runs",
-            "3",
-            "--epochs",
-            "2",
-            "--device",
-            "cpu",
-            "--quiet",
-            "--out",
-        ])
-        .arg(&out)
-        .output()
-        .unwrap();
-    assert!(o.status.success());
+    ablation(&out, "3");
     assert_eq!(
         std::fs::metadata(&stored).unwrap().modified().unwrap(),
         before
