@@ -1,4 +1,5 @@
-//! The headless command line: `aecm train`, `aecm devices`.
+//! The command line: no sub-command opens the explorer; `aecm train`, `aecm reproduce`,
+//! `aecm bench` and `aecm devices` are headless.
 
 use crate::data::{self, Header, LabelColumn, LoadOptions, Preprocess};
 use crate::device::{self, DeviceChoice};
@@ -15,9 +16,45 @@ use std::time::Instant;
 #[derive(Debug, Parser)]
 #[command(name = "aecm", version, about, long_about = None)]
 pub struct Cli {
-    /// What to do.
+    /// What to do (none: open the explorer window).
     #[command(subcommand)]
-    pub command: Command,
+    pub command: Option<Command>,
+    /// Explorer options.
+    #[command(flatten)]
+    pub gui: GuiArgs,
+}
+
+/// Options of the explorer window (used when no sub-command is given).
+#[derive(Debug, Args)]
+pub struct GuiArgs {
+    /// Start on the default data, train `--train-steps` steps, save a screenshot of the window
+    /// here (PNG) and exit.
+    #[arg(long)]
+    pub screenshot: Option<PathBuf>,
+    /// Steps to train before the screenshot.
+    #[arg(long, default_value_t = 200)]
+    pub train_steps: usize,
+    /// Panel to show: loss, metrics, projection, centroids, confusion.
+    #[arg(long, value_parser = parse_tab)]
+    pub tab: Option<crate::app::Tab>,
+    /// Frame-time benchmark: train the light AE-CM on the MNIST sample with all 10,000 points
+    /// shown, write median/p95 frame times (JSON) here and exit.
+    #[arg(long)]
+    pub frame_bench: Option<PathBuf>,
+    /// Seconds of the frame-time benchmark.
+    #[arg(long, default_value_t = 30.0)]
+    pub bench_seconds: f64,
+    /// Ignore the stored settings.
+    #[arg(long)]
+    pub fresh: bool,
+}
+
+fn parse_tab(s: &str) -> Result<crate::app::Tab, String> {
+    use crate::app::Tab;
+    Tab::ALL
+        .into_iter()
+        .find(|t| t.label().eq_ignore_ascii_case(s))
+        .ok_or_else(|| format!("'{s}': expected loss, metrics, projection, centroids or confusion"))
 }
 
 /// Sub-commands.
@@ -27,6 +64,14 @@ pub enum Command {
     Train(Box<TrainArgs>),
     /// Reproduce one of the paper's experiments (resumable) and write EXPERIMENT.md/.csv/.tex.
     Reproduce(ReproArgs),
+    /// Measure training speed (ms per step at the paper's shapes) against this machine's GEMM rate.
+    Bench(BenchArgs),
+    /// Size and number of distinct colours of a PNG (used by CI to check screenshots).
+    #[command(hide = true)]
+    PngInfo {
+        /// The PNG file.
+        file: PathBuf,
+    },
     /// List the wgpu adapters and the device `--device auto` would use.
     Devices,
 }
@@ -67,6 +112,29 @@ fn parse_header(s: &str) -> Result<Header, String> {
         "no" | "false" => Ok(Header::No),
         _ => Err(format!("'{s}': expected auto, yes or no")),
     }
+}
+
+/// Options of `aecm bench`.
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// cpu, wgpu or all.
+    #[arg(long, default_value = "cpu")]
+    pub device: String,
+    /// Write the results as JSON here.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// Folder of the benchmark data: adds one full epoch of cm-mnist and aecm-mnist on real MNIST.
+    #[arg(long)]
+    pub data_dir: Option<PathBuf>,
+    /// Timed repetitions per case (median reported).
+    #[arg(long, default_value_t = 7)]
+    pub reps: usize,
+    /// CPU threads (default: all cores).
+    #[arg(long)]
+    pub threads: Option<usize>,
+    /// Cases to run (default: all four).
+    #[arg(long, value_delimiter = ',')]
+    pub cases: Vec<String>,
 }
 
 /// Options of `aecm train`.
@@ -215,7 +283,18 @@ pub fn exit_code(e: &anyhow::Error) -> i32 {
 
 /// Runs the command line.
 pub fn run(cli: Cli) -> anyhow::Result<()> {
-    match cli.command {
+    let Some(command) = cli.command else {
+        let g = cli.gui;
+        return crate::app::run_native(crate::app::LaunchOptions {
+            screenshot: g.screenshot,
+            train_steps: g.train_steps,
+            tab: g.tab,
+            frame_bench: g.frame_bench,
+            bench_seconds: g.bench_seconds,
+            fresh: g.fresh,
+        });
+    };
+    match command {
         Command::Train(a) => train_cmd(*a),
         Command::Reproduce(a) => {
             if a.runs < 1 {
@@ -240,6 +319,20 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
                 runs.len(),
                 a.out.display(),
                 a.experiment
+            );
+            Ok(())
+        }
+        Command::Bench(a) => bench_cmd(&a),
+        Command::PngInfo { file } => {
+            let img = image::open(&file)
+                .map_err(|e| AecmError::data(&file, format!("not a readable image: {e}")))?
+                .to_rgba8();
+            let mut colors: Vec<u32> = img.pixels().map(|p| u32::from_le_bytes(p.0)).collect();
+            colors.sort_unstable();
+            colors.dedup();
+            println!(
+                "{}",
+                serde_json::json!({"width": img.width(), "height": img.height(), "distinct_colors": colors.len()})
             );
             Ok(())
         }
@@ -458,6 +551,113 @@ fn train_cmd(a: TrainArgs) -> anyhow::Result<()> {
         };
         export::write_summary(out, &checked, &ds, &meta, &results)?;
         eprintln!("wrote {}", out.display());
+    }
+    Ok(())
+}
+
+fn bench_cmd(a: &BenchArgs) -> anyhow::Result<()> {
+    use crate::bench;
+    let threads = a
+        .threads
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from));
+    if threads == 0 {
+        return Err(AecmError::config("threads", "must be at least 1").into());
+    }
+    let _ = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build_global();
+    let choices: Vec<DeviceChoice> = match a.device.as_str() {
+        "cpu" => vec![DeviceChoice::Cpu],
+        "wgpu" => vec![DeviceChoice::Wgpu],
+        "all" => vec![DeviceChoice::Cpu, DeviceChoice::Wgpu],
+        other => {
+            return Err(AecmError::config(
+                "device",
+                format!("'{other}': expected cpu, wgpu or all"),
+            )
+            .into());
+        }
+    };
+    let cases: Vec<bench::BenchCase> = if a.cases.is_empty() {
+        bench::CASES.to_vec()
+    } else {
+        a.cases
+            .iter()
+            .map(|n| {
+                bench::CASES
+                    .iter()
+                    .copied()
+                    .find(|c| c.name == n.as_str())
+                    .ok_or_else(|| {
+                        AecmError::config(
+                            "cases",
+                            format!(
+                                "unknown case '{n}' (expected cm-pendigits, cm-mnist, aecm-mnist, aecm-pendigits)"
+                            ),
+                        )
+                    })
+            })
+            .collect::<Result<_, _>>()?
+    };
+    let mnist = match &a.data_dir {
+        Some(d) => Some(crate::reproduce::load_dataset("mnist", Some(d))?),
+        None => None,
+    };
+    let mut reports = Vec::new();
+    for choice in choices {
+        let (device, desc) = device::select(choice)?;
+        eprintln!("device: {desc}; {threads} CPU threads");
+        let gemm = bench::gemm_gflops(&device, 2048, 5);
+        println!("GEMM 2048^3: {gemm:.1} GFLOP/s");
+        println!(
+            "{:<16} {:>10} {:>10} {:>11} {:>9}",
+            "case", "ms/step", "steps/s", "GFLOP/step", "of GEMM"
+        );
+        let mut results = Vec::new();
+        for c in &cases {
+            let steps = if c.model == ModelKind::Cm { 50 } else { 10 };
+            let r = bench::run_case(c, &device, &desc, gemm, a.reps, steps)?;
+            println!(
+                "{:<16} {:>10.3} {:>10.1} {:>11.4} {:>8.1}%",
+                r.name,
+                r.ms_per_step,
+                r.steps_per_s,
+                r.gflop_per_step,
+                100.0 * r.fraction_of_gemm
+            );
+            results.push(r);
+        }
+        let mut epochs = Vec::new();
+        if let Some(ds) = &mnist {
+            for name in ["cm-mnist", "aecm-mnist"] {
+                if let Some(c) = bench::CASES.iter().find(|c| c.name == name) {
+                    let s = bench::real_epoch(c, ds, &device, &desc)?;
+                    println!("{name}: one epoch on MNIST ({} samples): {s:.2} s", ds.n);
+                    epochs.push(serde_json::json!({"name": name, "samples": ds.n, "seconds": s}));
+                }
+            }
+        }
+        let peak = bench::peak_rss_mib();
+        if let Some(p) = peak {
+            println!("peak resident memory: {p:.0} MiB");
+        }
+        reports.push(serde_json::json!({
+            "device": desc,
+            "threads": threads,
+            "gemm_gflops": gemm,
+            "cases": results,
+            "mnist_epochs": epochs,
+            "peak_rss_mib": peak,
+        }));
+    }
+    if let Some(p) = &a.json {
+        let v = if reports.len() == 1 {
+            reports.remove(0)
+        } else {
+            serde_json::Value::Array(reports)
+        };
+        crate::util::atomic_write(p, serde_json::to_string_pretty(&v)?.as_bytes())?;
+        eprintln!("wrote {}", p.display());
     }
     Ok(())
 }

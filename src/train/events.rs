@@ -3,10 +3,10 @@
 
 use crate::metrics::Scores;
 use crate::model::HostMat;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// One epoch's summary.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct EpochRecord {
     /// 1-based epoch count over the whole schedule.
     pub epoch: usize,

@@ -584,6 +584,31 @@ impl Trainer {
         }
     }
 
+    /// Decodes points of the embedding space (`m x p`) to input space (`m x d`); for CM the
+    /// embedding is the input space and the points are returned as they are.
+    pub fn decode_points(&self, z: &HostMat) -> HostMat {
+        match self.arch.kind {
+            NetKind::Cm => z.clone(),
+            NetKind::AeCm => {
+                let net = Net {
+                    arch: &self.arch,
+                    params: &self.params,
+                };
+                HostMat::from_tensor(&net.decode(z.to_tensor(&self.device)))
+            }
+        }
+    }
+
+    /// The data set being trained on.
+    pub fn data(&self) -> &Dataset {
+        &self.data
+    }
+
+    /// The device description.
+    pub fn device_name(&self) -> &str {
+        &self.device_name
+    }
+
     /// Runs to the end (or until `stop` is set, after the current step) and returns the result.
     pub fn run(mut self, sink: &mut dyn EventSink, stop: &AtomicBool) -> Result<RunResult> {
         self.started = Instant::now();

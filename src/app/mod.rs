@@ -1,0 +1,2928 @@
+//! The explorer: an eframe app that trains CM / AE-CM on a worker thread and shows what happens.
+//!
+//! State lives in [`ExplorerApp`]; `*_ui` functions draw and return [`Action`]s, which
+//! [`ExplorerApp::apply`] carries out after the frame's UI. Worker events are drained in
+//! `logic` with a time budget. The app reads plain data only (snapshots, records).
+
+pub mod scatter;
+pub mod worker;
+
+use crate::data::{self, Dataset, Header, LabelColumn, LoadOptions, Preprocess};
+use crate::device::DeviceChoice;
+use crate::figures::{self, Figure, Series, category_color};
+use crate::metrics::{Scores, hungarian_map};
+use crate::model::HostMat;
+use crate::projection::{self, UmapSettings};
+use crate::train::{EpochRecord, Event, Init, ModelKind, TrainConfig};
+use crate::util::atomic_write;
+use eframe::egui;
+use egui::{Color32, RichText};
+use scatter::{ScatterData, ScatterView};
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{Receiver, TryRecvError, sync_channel};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+pub use worker::{Command, Snapshot, WorkerEvent, WorkerHandle};
+
+/// Where the data comes from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum DataSource {
+    /// The 10,000 MNIST digits compiled into the binary.
+    Embedded,
+    /// A generator (`builtin:NAME`).
+    Builtin(String),
+    /// A file or folder.
+    Path(String),
+}
+
+/// Model presets offered in the UI.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum AppPreset {
+    /// CM with the paper's alpha and batch for this data set.
+    CmPaper,
+    /// A small pre-trained AE-CM that shows clusters within a minute on a CPU.
+    AecmLight,
+    /// The paper's AE-CM network (500-500-2000) and settings: slow on a CPU.
+    AecmPaper,
+    /// k-means baseline.
+    Kmeans,
+    /// GMM baseline.
+    Gmm,
+    /// Whatever the controls say.
+    Custom,
+}
+
+impl AppPreset {
+    /// All, in menu order.
+    pub const ALL: [AppPreset; 6] = [
+        Self::CmPaper,
+        Self::AecmLight,
+        Self::AecmPaper,
+        Self::Kmeans,
+        Self::Gmm,
+        Self::Custom,
+    ];
+    /// Menu label.
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::CmPaper => "CM (paper settings)",
+            Self::AecmLight => "AE-CM light (pre-trained, fast)",
+            Self::AecmPaper => "AE-CM (paper network)",
+            Self::Kmeans => "k-means baseline",
+            Self::Gmm => "GMM baseline",
+            Self::Custom => "custom",
+        }
+    }
+}
+
+/// The panels.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Tab {
+    /// Loss terms.
+    Loss,
+    /// ARI/NMI/ACC and L_sp.
+    Metrics,
+    /// 2-D projection.
+    Projection,
+    /// Decoded centroids and interpolation.
+    Centroids,
+    /// Confusion matrix and cluster sizes.
+    Confusion,
+}
+
+impl Tab {
+    /// All tabs.
+    pub const ALL: [Tab; 5] = [
+        Self::Loss,
+        Self::Metrics,
+        Self::Projection,
+        Self::Centroids,
+        Self::Confusion,
+    ];
+    /// Tab label.
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Loss => "Loss",
+            Self::Metrics => "Metrics",
+            Self::Projection => "Projection",
+            Self::Centroids => "Centroids",
+            Self::Confusion => "Confusion",
+        }
+    }
+    fn file_stem(self) -> &'static str {
+        match self {
+            Self::Loss => "loss",
+            Self::Metrics => "metrics",
+            Self::Projection => "projection",
+            Self::Centroids => "centroids",
+            Self::Confusion => "confusion",
+        }
+    }
+}
+
+/// User settings, persisted between launches (eframe storage).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Settings {
+    /// Data source.
+    pub source: DataSource,
+    /// Preprocessing applied after loading.
+    pub preprocess: Preprocess,
+    /// CSV label column (`auto`, `last`, `none`, an index or a header name).
+    pub csv_label: String,
+    /// CSV header (`auto`, `yes`, `no`).
+    pub csv_header: String,
+    /// Preset.
+    pub preset: AppPreset,
+    /// Model.
+    pub model: ModelKind,
+    /// K.
+    pub k: usize,
+    /// Initialisation.
+    pub init: Init,
+    /// Seed.
+    pub seed: u64,
+    /// Batch size.
+    pub batch: usize,
+    /// Learning rate.
+    pub lr: f64,
+    /// Training epochs.
+    pub epochs: usize,
+    /// alpha.
+    pub alpha: f64,
+    /// beta.
+    pub beta: f64,
+    /// lambda.
+    pub lambda: f64,
+    /// Encoder hidden widths, comma-separated.
+    pub hidden: String,
+    /// Embedding dimension.
+    pub embed: usize,
+    /// Autoencoder pre-training epochs.
+    pub pretrain_epochs: usize,
+    /// CM pre-training epochs.
+    pub cm_pretrain_epochs: usize,
+    /// Device.
+    pub device: DeviceChoice,
+    /// Max steps per second (0: unlimited).
+    pub speed: f64,
+    /// Evaluate every this many epochs.
+    pub eval_every: usize,
+    /// Dark theme.
+    pub dark: bool,
+    /// Active tab.
+    pub tab: Tab,
+    /// Log-scale loss plot.
+    pub log_y: bool,
+    /// Per-step (true) or per-epoch loss curve.
+    pub loss_per_step: bool,
+    /// Colour the projection by true label instead of cluster.
+    pub color_by_label: bool,
+    /// Draw centroid trajectories.
+    pub trajectories: bool,
+    /// Use UMAP instead of PCA in the projection panel.
+    pub umap: bool,
+    /// Export width in pixels.
+    pub export_w: u32,
+    /// Export height in pixels.
+    pub export_h: u32,
+    /// Export folder.
+    pub export_dir: String,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        let mut s = Self {
+            source: DataSource::Embedded,
+            preprocess: Preprocess::Scale255,
+            csv_label: "auto".into(),
+            csv_header: "auto".into(),
+            preset: AppPreset::CmPaper,
+            model: ModelKind::Cm,
+            k: 10,
+            init: Init::Random,
+            seed: 0,
+            batch: 111,
+            lr: 1e-3,
+            epochs: 150,
+            alpha: 177.0,
+            beta: 1.0,
+            lambda: 1.0,
+            hidden: "500,500,2000".into(),
+            embed: 10,
+            pretrain_epochs: 100,
+            cm_pretrain_epochs: 100,
+            device: DeviceChoice::Auto,
+            speed: 0.0,
+            eval_every: 1,
+            dark: true,
+            tab: Tab::Projection,
+            log_y: false,
+            loss_per_step: true,
+            color_by_label: false,
+            trajectories: true,
+            umap: false,
+            export_w: 1200,
+            export_h: 800,
+            export_dir: "aecm-export".into(),
+        };
+        s.apply_preset(AppPreset::CmPaper, "mnist10k", 10);
+        s
+    }
+}
+
+/// The paper's preset for a data set name (the embedded MNIST sample uses MNIST's).
+fn paper_preset_for(name: &str) -> Option<crate::train::Preset> {
+    let key = if name.starts_with("mnist") {
+        "mnist"
+    } else if name.starts_with("usps") {
+        "usps"
+    } else if name.starts_with("pendigits") {
+        "pendigits"
+    } else {
+        name
+    };
+    crate::train::preset(key).ok()
+}
+
+impl Settings {
+    /// Sets the controls from a preset for data set `name` with `classes` classes (0: unknown).
+    pub fn apply_preset(&mut self, p: AppPreset, name: &str, classes: usize) {
+        self.preset = p;
+        if classes >= 2 {
+            self.k = classes;
+        }
+        let paper = paper_preset_for(name);
+        let two_d = name.starts_with("builtin:") || !name.contains("mnist") && paper.is_none();
+        match p {
+            AppPreset::CmPaper => {
+                self.model = ModelKind::Cm;
+                self.init = Init::Random;
+                self.epochs = 150;
+                self.lr = 1e-3;
+                let (a, b) = paper.map_or(if two_d { (5.0, 20) } else { (10.0, 64) }, |p| p.cm);
+                self.alpha = a;
+                self.batch = b;
+            }
+            AppPreset::AecmLight => {
+                self.model = ModelKind::Aecm;
+                self.init = Init::Pretrained;
+                self.hidden = "256,64".into();
+                self.embed = 10;
+                self.epochs = 30;
+                self.pretrain_epochs = 15;
+                self.cm_pretrain_epochs = 5;
+                self.batch = 256;
+                self.lr = 1e-3;
+                let (_, beta, alpha, _) = paper.map_or((10, 1.0, 10.0, 256), |p| p.aecm);
+                self.alpha = alpha;
+                self.beta = beta;
+                self.lambda = 1.0;
+            }
+            AppPreset::AecmPaper => {
+                self.model = ModelKind::Aecm;
+                self.init = Init::Random;
+                self.hidden = "500,500,2000".into();
+                self.epochs = 150;
+                self.lr = 1e-3;
+                let (p_, beta, alpha, batch) = paper.map_or((10, 1.0, 10.0, 256), |p| p.aecm);
+                self.embed = p_;
+                self.alpha = alpha;
+                self.beta = beta;
+                self.batch = batch;
+                self.lambda = 1.0;
+            }
+            AppPreset::Kmeans => self.model = ModelKind::Kmeans,
+            AppPreset::Gmm => self.model = ModelKind::Gmm,
+            AppPreset::Custom => {}
+        }
+    }
+
+    /// The engine configuration these settings describe.
+    pub fn train_config(&self) -> Result<TrainConfig, String> {
+        let hidden: Vec<usize> = self
+            .hidden
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(|s| {
+                s.parse::<usize>()
+                    .map_err(|_| format!("hidden layers: '{s}' is not a positive integer"))
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(TrainConfig {
+            model: self.model,
+            clusters: self.k,
+            alpha: vec![self.alpha],
+            beta: self.beta,
+            lambda: self.lambda,
+            batch: self.batch,
+            epochs: self.epochs,
+            lr: self.lr,
+            seed: self.seed,
+            init: self.init,
+            hidden,
+            embed: self.embed,
+            pretrain_epochs: self.pretrain_epochs,
+            cm_pretrain_epochs: self.cm_pretrain_epochs,
+            eval_every: self.eval_every,
+            restarts: 3,
+            ..TrainConfig::default()
+        })
+    }
+
+    fn load_options(&self) -> Result<LoadOptions, String> {
+        let label_column: LabelColumn = self.csv_label.parse()?;
+        let header = match self.csv_header.as_str() {
+            "yes" => Header::Yes,
+            "no" => Header::No,
+            _ => Header::Auto,
+        };
+        Ok(LoadOptions {
+            label_column,
+            header,
+            seed: self.seed,
+            ..LoadOptions::default()
+        })
+    }
+}
+
+/// How the app was started.
+#[derive(Debug, Clone, Default)]
+pub struct LaunchOptions {
+    /// Train this many steps, save a screenshot here, and exit.
+    pub screenshot: Option<PathBuf>,
+    /// Steps before the screenshot.
+    pub train_steps: usize,
+    /// Tab to show in the screenshot.
+    pub tab: Option<Tab>,
+    /// Frame-time benchmark: write a JSON report here and exit.
+    pub frame_bench: Option<PathBuf>,
+    /// Seconds of the frame benchmark.
+    pub bench_seconds: f64,
+    /// Ignore stored settings (start from the defaults).
+    pub fresh: bool,
+}
+
+/// Something the UI asked for; carried out after the frame's UI.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Action {
+    /// Start or resume training.
+    Train,
+    /// Pause.
+    Pause,
+    /// One mini-batch.
+    StepBatch,
+    /// One epoch.
+    StepEpoch,
+    /// Restart the run with the same seed.
+    Reset,
+    /// Restart with the next seed.
+    Reseed,
+    /// Send the slider weights to the engine.
+    SendWeights,
+    /// Send the speed to the engine.
+    SendSpeed,
+    /// Load the embedded MNIST sample.
+    LoadEmbedded,
+    /// Load a generator.
+    LoadBuiltin(String),
+    /// Load a file or folder.
+    LoadPath(String),
+    /// Open a file dialog for data.
+    OpenDataDialog,
+    /// Open a folder dialog for data.
+    OpenFolderDialog,
+    /// Apply a preset to the controls.
+    ApplyPreset(AppPreset),
+    /// Export the tab's figure.
+    ExportFigure(Tab, &'static str),
+    /// Export the run's data as CSV.
+    ExportData,
+    /// Save the run (asks the worker for the weights first).
+    SaveRun,
+    /// Open a saved run.
+    OpenRun(String),
+    /// Refit the PCA basis.
+    RefitBasis,
+    /// Compute UMAP.
+    ComputeUmap,
+    /// Cancel a background job (UMAP or loading).
+    CancelJob,
+    /// Interpolate between two centroids.
+    Interpolate(usize, usize),
+}
+
+/// A background job's message.
+enum JobMsg {
+    Progress(f32),
+    Data(Box<Result<Dataset, String>>),
+    Umap(Result<Vec<[f32; 2]>, String>),
+    Written(Result<String, String>),
+    Run(Box<Result<SavedRun, String>>),
+    Path(Option<PathBuf>, DialogFor),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum DialogFor {
+    Data,
+    Folder,
+}
+
+struct Job {
+    what: String,
+    rx: Receiver<JobMsg>,
+    cancel: Arc<AtomicBool>,
+    progress: f32,
+}
+
+/// A weight change, marked on every curve.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Mark {
+    /// First step with the new value.
+    pub step: usize,
+    /// What changed.
+    pub text: String,
+}
+
+/// Everything about the current run that the panels show (plain data).
+#[derive(Default)]
+pub struct RunView {
+    /// Device used.
+    pub device: String,
+    /// Epochs of the whole schedule.
+    pub total_epochs: usize,
+    /// Steps per epoch.
+    pub steps_per_epoch: usize,
+    /// Loss term names.
+    pub term_names: Vec<String>,
+    /// Per step: (step, terms).
+    pub step_terms: Vec<(usize, Vec<f32>)>,
+    /// Per epoch records.
+    pub epochs: Vec<EpochRecord>,
+    /// Weight changes.
+    pub marks: Vec<Mark>,
+    /// Latest snapshot.
+    pub snapshot: Option<Arc<Snapshot>>,
+    /// Centroid trajectories in the current basis.
+    pub trajectories: Vec<Vec<[f32; 2]>>,
+    basis_version: u32,
+    /// Training now.
+    pub playing: bool,
+    /// Steps done.
+    pub steps: usize,
+    /// Phase.
+    pub phase: String,
+    /// Time spent playing (for the ETA).
+    pub busy: Duration,
+    busy_since: Option<Instant>,
+    steps_at_busy: usize,
+    /// Final scores.
+    pub finished: Option<(Option<Scores>, Option<Scores>, Option<f64>)>,
+    /// Last error.
+    pub error: Option<String>,
+    /// Decoded interpolation (a, b, images).
+    pub interpolation: Option<(usize, usize, HostMat)>,
+    /// Weights in force in the engine (alpha, beta, lambda).
+    pub applied: (f64, f64, f64),
+    /// The configuration of this run.
+    pub config: Option<TrainConfig>,
+    /// UMAP coordinates and the step they belong to.
+    pub umap: Option<(Vec<[f32; 2]>, usize)>,
+    /// Loaded from a saved run (no engine).
+    pub inspect_only: bool,
+    /// Counts snapshots (cache key of the scatter).
+    pub version: u64,
+}
+
+/// A saved run (JSON, gzip-compressed): enough to inspect it without retraining.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SavedRun {
+    /// Format version.
+    pub format: u32,
+    /// Data set name.
+    pub dataset: String,
+    /// Configuration.
+    pub config: TrainConfig,
+    /// Device.
+    pub device: String,
+    /// Steps per epoch.
+    pub steps_per_epoch: usize,
+    /// Loss term names.
+    pub term_names: Vec<String>,
+    /// Per-step terms.
+    pub step_terms: Vec<(usize, Vec<f32>)>,
+    /// Epoch records.
+    pub epochs: Vec<EpochRecord>,
+    /// Weight changes.
+    pub marks: Vec<Mark>,
+    /// Weights in force at the end.
+    pub applied: (f64, f64, f64),
+    /// Last snapshot.
+    pub snapshot: Option<Snapshot>,
+    /// Centroid trajectories.
+    pub trajectories: Vec<Vec<[f32; 2]>>,
+    /// Parameters, in the engine's order.
+    pub params: Vec<HostMat>,
+}
+
+/// The explorer.
+pub struct ExplorerApp {
+    /// Persisted settings.
+    pub settings: Settings,
+    /// The loaded data set.
+    pub data: Option<Arc<Dataset>>,
+    /// The run.
+    pub run: RunView,
+    worker: Option<WorkerHandle>,
+    job: Option<Job>,
+    writers: Vec<Receiver<JobMsg>>,
+    /// Status line.
+    pub status: String,
+    path_input: String,
+    scatter: ScatterView,
+    centroid_tex: Option<(u64, Vec<egui::TextureHandle>)>,
+    interp_tex: Option<Vec<egui::TextureHandle>>,
+    hover_tex: Option<(usize, egui::TextureHandle)>,
+    interp_pair: (usize, usize),
+    launch: LaunchOptions,
+    screenshot_state: u8,
+    frame_times: Vec<f64>,
+    bench_started: Option<Instant>,
+    last_frame: Option<Instant>,
+    gemm_gflops: Arc<Mutex<Option<f64>>>,
+    shot: Arc<Mutex<Option<Arc<egui::ColorImage>>>>,
+    save_pending: bool,
+    ctx: egui::Context,
+    /// Files written by exports (most recent last).
+    pub written: Vec<String>,
+}
+
+/// Opens the explorer window (blocking until it closes).
+pub fn run_native(launch: LaunchOptions) -> anyhow::Result<()> {
+    let opts = eframe::NativeOptions {
+        viewport: egui::ViewportBuilder::default()
+            .with_inner_size([1280.0, 800.0])
+            .with_min_inner_size([800.0, 500.0])
+            .with_title("AE-CM explorer")
+            .with_drag_and_drop(true),
+        ..Default::default()
+    };
+    eframe::run_native(
+        "aecm-explorer",
+        opts,
+        Box::new(move |cc| Ok(Box::new(ExplorerApp::new(cc, launch)))),
+    )
+    .map_err(|e| anyhow::anyhow!("cannot open the window: {e}"))
+}
+
+const SETTINGS_KEY: &str = "aecm-settings";
+
+impl ExplorerApp {
+    /// Creates the app: restores settings, loads the default data.
+    pub fn new(cc: &eframe::CreationContext<'_>, launch: LaunchOptions) -> Self {
+        let mut settings: Settings = if launch.fresh || launch.screenshot.is_some() {
+            Settings::default()
+        } else {
+            cc.storage
+                .and_then(|s| eframe::get_value(s, SETTINGS_KEY))
+                .unwrap_or_default()
+        };
+        if let Some(t) = launch.tab {
+            settings.tab = t;
+        }
+        if launch.frame_bench.is_some() {
+            settings = Settings::default();
+            settings.apply_preset(AppPreset::AecmLight, "mnist10k", 10);
+            settings.tab = Tab::Projection;
+        }
+        let mut app = Self {
+            settings,
+            data: None,
+            run: RunView::default(),
+            worker: None,
+            job: None,
+            writers: Vec::new(),
+            status: String::new(),
+            path_input: String::new(),
+            scatter: ScatterView::default(),
+            centroid_tex: None,
+            interp_tex: None,
+            hover_tex: None,
+            interp_pair: (0, 1),
+            launch,
+            screenshot_state: 0,
+            frame_times: Vec::new(),
+            bench_started: None,
+            last_frame: None,
+            gemm_gflops: Arc::new(Mutex::new(None)),
+            shot: Arc::new(Mutex::new(None)),
+            save_pending: false,
+            ctx: cc.egui_ctx.clone(),
+            written: Vec::new(),
+        };
+        app.apply_theme();
+        // restore the last data set, or the embedded sample
+        match app.settings.source.clone() {
+            DataSource::Embedded => app.apply(Action::LoadEmbedded),
+            DataSource::Builtin(n) => app.apply(Action::LoadBuiltin(n)),
+            DataSource::Path(p) => app.apply(Action::LoadPath(p)),
+        }
+        // measure this machine's GEMM rate once, for cost estimates
+        let slot = app.gemm_gflops.clone();
+        let _ = std::thread::Builder::new()
+            .name("aecm-gemm-probe".into())
+            .spawn(move || {
+                let r = crate::bench::gemm_gflops(&burn::tensor::Device::flex(), 384, 3);
+                if let Ok(mut s) = slot.lock() {
+                    *s = Some(r);
+                }
+            });
+        app
+    }
+
+    fn apply_theme(&self) {
+        self.ctx.set_theme(if self.settings.dark {
+            egui::Theme::Dark
+        } else {
+            egui::Theme::Light
+        });
+    }
+
+    /// The worker is running (or ready).
+    pub fn has_worker(&self) -> bool {
+        self.worker.is_some()
+    }
+
+    /// A background job is running.
+    pub fn busy_job(&self) -> Option<&str> {
+        self.job.as_ref().map(|j| j.what.as_str())
+    }
+
+    fn wake(&self) -> Box<dyn Fn() + Send> {
+        let ctx = self.ctx.clone();
+        Box::new(move || ctx.request_repaint())
+    }
+
+    /// Starts a fresh worker for the current settings and data (step 0).
+    fn start_worker(&mut self) -> bool {
+        let Some(data) = self.data.clone() else {
+            self.status = "load a data set first".into();
+            return false;
+        };
+        let cfg = match self.settings.train_config() {
+            Ok(c) => c,
+            Err(e) => {
+                self.status = e;
+                return false;
+            }
+        };
+        if let Err(e) = cfg.clone().check(data.n, data.d) {
+            self.status = e.to_string();
+            return false;
+        }
+        self.worker = None;
+        self.run = RunView {
+            applied: (
+                self.settings.alpha,
+                self.settings.beta,
+                self.settings.lambda,
+            ),
+            config: Some(cfg.clone()),
+            ..RunView::default()
+        };
+        self.scatter.refit();
+        self.centroid_tex = None;
+        self.interp_tex = None;
+        match WorkerHandle::spawn(cfg, data, self.settings.device, self.wake()) {
+            Ok(w) => {
+                if self.settings.speed > 0.0 {
+                    w.send(Command::SetSpeed(self.settings.speed));
+                }
+                self.worker = Some(w);
+                self.status = "ready".into();
+                true
+            }
+            Err(e) => {
+                self.status = format!("cannot start the training thread: {e}");
+                false
+            }
+        }
+    }
+
+    fn send(&mut self, c: Command) {
+        if let Some(w) = &self.worker
+            && !w.send(c)
+        {
+            self.status = "the engine is busy; try again".into();
+        }
+    }
+
+    /// Carries out one action.
+    pub fn apply(&mut self, a: Action) {
+        match a {
+            Action::Train => {
+                if self.worker.is_none() && !self.start_worker() {
+                    return;
+                }
+                self.send(Command::Play);
+                self.run.playing = true;
+            }
+            Action::Pause => {
+                self.send(Command::Pause);
+            }
+            Action::StepBatch => {
+                if self.worker.is_none() && !self.start_worker() {
+                    return;
+                }
+                self.send(Command::Steps(1));
+            }
+            Action::StepEpoch => {
+                if self.worker.is_none() && !self.start_worker() {
+                    return;
+                }
+                self.send(Command::Epoch);
+            }
+            Action::Reset => {
+                self.worker = None;
+                self.start_worker();
+            }
+            Action::Reseed => {
+                self.settings.seed = self.settings.seed.wrapping_add(1);
+                self.worker = None;
+                self.start_worker();
+            }
+            Action::SendWeights => {
+                let (a, b, l) = (
+                    self.settings.alpha,
+                    self.settings.beta,
+                    self.settings.lambda,
+                );
+                if let Err(e) = crate::train::config::check_weights(&[a], b, l, self.settings.k) {
+                    self.status = e.to_string();
+                    return;
+                }
+                self.send(Command::SetWeights {
+                    alpha: a,
+                    beta: b,
+                    lambda: l,
+                });
+            }
+            Action::SendSpeed => self.send(Command::SetSpeed(self.settings.speed)),
+            Action::LoadEmbedded => match data::embedded_mnist10k() {
+                Ok(mut ds) => {
+                    data::preprocess(&mut ds, Preprocess::Scale255);
+                    self.settings.preprocess = Preprocess::Scale255;
+                    self.settings.source = DataSource::Embedded;
+                    self.set_data(ds);
+                }
+                Err(e) => self.status = e.to_string(),
+            },
+            Action::LoadBuiltin(name) => {
+                let opts = LoadOptions {
+                    seed: self.settings.seed,
+                    ..LoadOptions::default()
+                };
+                match data::load(&format!("builtin:{name}"), &opts) {
+                    Ok(ds) => {
+                        self.settings.source = DataSource::Builtin(name);
+                        self.settings.preprocess = Preprocess::None;
+                        self.set_data(ds);
+                    }
+                    Err(e) => self.status = e.to_string(),
+                }
+            }
+            Action::LoadPath(p) => self.load_path_async(p),
+            Action::OpenDataDialog => self.dialog(DialogFor::Data),
+            Action::OpenFolderDialog => self.dialog(DialogFor::Folder),
+            Action::ApplyPreset(p) => {
+                let (name, classes) = self
+                    .data
+                    .as_ref()
+                    .map_or(("".to_string(), 0), |d| (d.name.clone(), d.n_classes()));
+                self.settings.apply_preset(p, &name, classes);
+                self.worker = None;
+                self.run = RunView::default();
+            }
+            Action::ExportFigure(tab, fmt) => {
+                self.export_figure(tab, fmt);
+            }
+            Action::ExportData => self.export_data(),
+            Action::SaveRun => {
+                if self.worker.is_some() {
+                    self.save_pending = true;
+                    self.send(Command::RequestParams);
+                } else if self.run.inspect_only || self.run.snapshot.is_some() {
+                    self.save_run(Vec::new());
+                } else {
+                    self.status = "nothing to save yet: train first".into();
+                }
+            }
+            Action::OpenRun(p) => self.open_run(p),
+            Action::RefitBasis => {
+                self.run.trajectories.clear();
+                self.send(Command::RefitBasis);
+            }
+            Action::ComputeUmap => self.compute_umap(),
+            Action::CancelJob => {
+                if let Some(j) = self.job.take() {
+                    j.cancel.store(true, Ordering::Relaxed);
+                    self.status = format!("{} cancelled", j.what);
+                }
+            }
+            Action::Interpolate(a, b) => {
+                self.interp_tex = None;
+                self.send(Command::Interpolate { a, b, steps: 8 });
+            }
+        }
+    }
+
+    fn set_data(&mut self, ds: Dataset) {
+        self.status = format!(
+            "loaded {}: {} samples x {} features{}",
+            ds.name,
+            ds.n,
+            ds.d,
+            if ds.labels.is_some() {
+                format!(", {} classes", ds.n_classes())
+            } else {
+                ", no labels".into()
+            }
+        );
+        let (name, classes) = (ds.name.clone(), ds.n_classes());
+        self.data = Some(Arc::new(ds));
+        let p = self.settings.preset;
+        if p != AppPreset::Custom {
+            self.settings.apply_preset(p, &name, classes);
+        } else if classes >= 2 {
+            self.settings.k = classes;
+        }
+        self.worker = None;
+        self.run = RunView::default();
+        self.scatter.refit();
+        self.hover_tex = None;
+        self.centroid_tex = None;
+    }
+
+    fn load_path_async(&mut self, path: String) {
+        let opts = match self.settings.load_options() {
+            Ok(o) => o,
+            Err(e) => {
+                self.status = format!("CSV label column: {e}");
+                return;
+            }
+        };
+        let pre = self.settings.preprocess;
+        let (tx, rx) = sync_channel(4);
+        let cancel = Arc::new(AtomicBool::new(false));
+        let wake = self.wake();
+        let p2 = path.clone();
+        let spawned = std::thread::Builder::new()
+            .name("aecm-loader".into())
+            .spawn(move || {
+                let r = data::load(&p2, &opts).map(|mut ds| {
+                    data::preprocess(&mut ds, pre);
+                    ds
+                });
+                let _ = tx.send(JobMsg::Data(Box::new(r.map_err(|e| e.to_string()))));
+                wake();
+            });
+        match spawned {
+            Ok(_) => {
+                self.job = Some(Job {
+                    what: format!("loading {path}"),
+                    rx,
+                    cancel,
+                    progress: 0.0,
+                });
+                self.settings.source = DataSource::Path(path);
+            }
+            Err(e) => self.status = format!("cannot start the loader: {e}"),
+        }
+    }
+
+    fn dialog(&mut self, what: DialogFor) {
+        let (tx, rx) = sync_channel(1);
+        let wake = self.wake();
+        let spawned = std::thread::Builder::new()
+            .name("aecm-dialog".into())
+            .spawn(move || {
+                let d = rfd::FileDialog::new();
+                let p = match what {
+                    DialogFor::Data => d
+                        .add_filter(
+                            "data",
+                            &[
+                                "csv",
+                                "tsv",
+                                "txt",
+                                "data",
+                                "npy",
+                                "npz",
+                                "gz",
+                                "idx3-ubyte",
+                            ],
+                        )
+                        .add_filter("all files", &["*"])
+                        .pick_file(),
+                    DialogFor::Folder => d.pick_folder(),
+                };
+                let _ = tx.send(JobMsg::Path(p, what));
+                wake();
+            });
+        if spawned.is_ok() {
+            self.writers.push(rx);
+        }
+    }
+
+    fn compute_umap(&mut self) {
+        let Some(data) = self.data.clone() else {
+            return;
+        };
+        let emb = self.run.snapshot.as_ref().and_then(|s| s.embedding.clone());
+        let step = self.run.steps;
+        let (tx, rx) = sync_channel(64);
+        let cancel = Arc::new(AtomicBool::new(false));
+        let c2 = cancel.clone();
+        let wake = self.wake();
+        let seed = self.settings.seed;
+        let spawned = std::thread::Builder::new()
+            .name("aecm-umap".into())
+            .spawn(move || {
+                let (x, d): (&[f32], usize) = match &emb {
+                    Some(e) => (&e.data, e.cols),
+                    None => (&data.x, data.d),
+                };
+                let settings = UmapSettings {
+                    seed,
+                    epochs: if data.n > 10_000 { 200 } else { 300 },
+                    ..UmapSettings::default()
+                };
+                let tx2 = tx.clone();
+                let mut last = Instant::now();
+                let r = projection::umap(
+                    x,
+                    data.n,
+                    d,
+                    settings,
+                    &burn::tensor::Device::flex(),
+                    &c2,
+                    &mut |f| {
+                        if last.elapsed() > Duration::from_millis(100) {
+                            let _ = tx2.try_send(JobMsg::Progress(f));
+                            last = Instant::now();
+                        }
+                    },
+                );
+                let _ = tx.send(JobMsg::Umap(r.map_err(|e| e.to_string())));
+                wake();
+            });
+        match spawned {
+            Ok(_) => {
+                self.job = Some(Job {
+                    what: format!("UMAP at step {step}"),
+                    rx,
+                    cancel,
+                    progress: 0.0,
+                });
+                self.run.umap = None;
+            }
+            Err(e) => self.status = format!("cannot start UMAP: {e}"),
+        }
+    }
+
+    /// Drains worker events for at most `budget`.
+    fn drain_worker(&mut self, budget: Duration) {
+        let start = Instant::now();
+        let mut params = None;
+        loop {
+            if start.elapsed() > budget {
+                self.ctx.request_repaint();
+                break;
+            }
+            let Some(w) = &self.worker else { break };
+            match w.rx.try_recv() {
+                Ok(WorkerEvent::Params(p)) => params = Some(p),
+                Ok(e) => self.run_event(e),
+                Err(_) => break,
+            }
+        }
+        if let Some(p) = params
+            && self.save_pending
+        {
+            self.save_pending = false;
+            self.save_run(p);
+        }
+        // busy time for the ETA
+        match (self.run.playing, self.run.busy_since) {
+            (true, None) => {
+                self.run.busy_since = Some(Instant::now());
+                self.run.steps_at_busy = self.run.steps;
+            }
+            (false, Some(t)) => {
+                self.run.busy += t.elapsed();
+                self.run.busy_since = None;
+            }
+            _ => {}
+        }
+    }
+
+    fn run_event(&mut self, e: WorkerEvent) {
+        let r = &mut self.run;
+        match e {
+            WorkerEvent::Ready {
+                device,
+                total_epochs,
+                steps_per_epoch,
+                term_names,
+                ..
+            } => {
+                r.device = device;
+                r.total_epochs = total_epochs;
+                r.steps_per_epoch = steps_per_epoch.max(1);
+                r.term_names = term_names;
+            }
+            WorkerEvent::Train(ev) => match ev {
+                Event::Step {
+                    step, terms, phase, ..
+                } => {
+                    r.steps = step + 1;
+                    r.phase = phase;
+                    r.step_terms.push((step, terms));
+                }
+                Event::Epoch(rec) => r.epochs.push(rec),
+                Event::Phase { phase, .. } => r.phase = phase,
+                Event::Done { .. } => r.phase = "done".into(),
+            },
+            WorkerEvent::Snapshot(s) => {
+                if s.basis_version != r.basis_version {
+                    r.trajectories.clear();
+                    r.basis_version = s.basis_version;
+                    self.scatter.refit();
+                }
+                if r.trajectories.len() != s.centroid_coords.len() {
+                    r.trajectories = vec![Vec::new(); s.centroid_coords.len()];
+                }
+                for (t, c) in r.trajectories.iter_mut().zip(&s.centroid_coords) {
+                    if t.last() != Some(c) {
+                        t.push(*c);
+                    }
+                }
+                r.steps = r.steps.max(s.step);
+                r.version += 1;
+                r.snapshot = Some(s);
+            }
+            WorkerEvent::WeightsApplied {
+                step,
+                alpha,
+                beta,
+                lambda,
+            } => {
+                let (a0, b0, l0) = r.applied;
+                let mut parts = Vec::new();
+                if alpha != a0 {
+                    parts.push(format!("alpha {alpha:.3}"));
+                }
+                if beta != b0 {
+                    parts.push(format!("beta {beta:.3}"));
+                }
+                if lambda != l0 {
+                    parts.push(format!("lambda {lambda:.3}"));
+                }
+                r.applied = (alpha, beta, lambda);
+                if !parts.is_empty() {
+                    // drag bursts: merge changes that land on the same step
+                    if let Some(m) = r.marks.last_mut()
+                        && m.step == step
+                    {
+                        m.text = parts.join(", ");
+                    } else {
+                        r.marks.push(Mark {
+                            step,
+                            text: parts.join(", "),
+                        });
+                    }
+                }
+            }
+            WorkerEvent::Playing(p) => r.playing = p,
+            WorkerEvent::Interpolation { a, b, images } => {
+                r.interpolation = Some((a, b, images));
+                self.interp_tex = None;
+            }
+            WorkerEvent::Params(_) => {}
+            WorkerEvent::Finished {
+                scores,
+                km_on_embedding,
+                lsp,
+            } => {
+                r.finished = Some((scores, km_on_embedding, lsp));
+                r.playing = false;
+                self.status = match scores {
+                    Some(s) => format!(
+                        "finished: ARI {:.1}, NMI {:.1}, ACC {:.1}",
+                        100.0 * s.ari,
+                        100.0 * s.nmi,
+                        100.0 * s.acc
+                    ),
+                    None => "finished".into(),
+                };
+            }
+            WorkerEvent::Error(e) => {
+                r.error = Some(e.clone());
+                r.playing = false;
+                self.status = format!("error: {e}");
+            }
+        }
+    }
+
+    fn drain_jobs(&mut self) {
+        let mut done = false;
+        if let Some(j) = &mut self.job {
+            loop {
+                match j.rx.try_recv() {
+                    Ok(JobMsg::Progress(f)) => j.progress = f,
+                    Ok(JobMsg::Data(r)) => {
+                        done = true;
+                        match *r {
+                            Ok(ds) => {
+                                self.job = None;
+                                self.set_data(ds);
+                            }
+                            Err(e) => {
+                                self.status = e;
+                                self.job = None;
+                            }
+                        }
+                        break;
+                    }
+                    Ok(JobMsg::Umap(r)) => {
+                        done = true;
+                        match r {
+                            Ok(c) => {
+                                self.run.umap = Some((c, self.run.steps));
+                                self.run.version += 1;
+                                self.scatter.refit();
+                                self.status = "UMAP ready".into();
+                            }
+                            Err(e) => self.status = format!("UMAP: {e}"),
+                        }
+                        self.job = None;
+                        break;
+                    }
+                    Ok(_) => {}
+                    Err(TryRecvError::Empty) => break,
+                    Err(TryRecvError::Disconnected) => {
+                        done = true;
+                        self.job = None;
+                        break;
+                    }
+                }
+            }
+        }
+        let _ = done;
+        let mut keep = Vec::new();
+        for rx in std::mem::take(&mut self.writers) {
+            match rx.try_recv() {
+                Ok(JobMsg::Written(Ok(p))) => {
+                    self.status = format!("wrote {p}");
+                    self.written.push(p);
+                }
+                Ok(JobMsg::Written(Err(e))) => self.status = e,
+                Ok(JobMsg::Run(r)) => match *r {
+                    Ok(run) => self.show_saved_run(run),
+                    Err(e) => self.status = e,
+                },
+                Ok(JobMsg::Path(Some(p), what)) => {
+                    let s = p.display().to_string();
+                    match what {
+                        DialogFor::Data | DialogFor::Folder => {
+                            if s.ends_with(".aecm.json.gz") {
+                                self.apply(Action::OpenRun(s));
+                            } else {
+                                self.apply(Action::LoadPath(s));
+                            }
+                        }
+                    }
+                }
+                Ok(JobMsg::Path(None, _)) => {
+                    self.status =
+                        "no file chosen (no file dialog here? type a path in the field)".into()
+                }
+                Ok(_) => {}
+                Err(TryRecvError::Empty) => keep.push(rx),
+                Err(TryRecvError::Disconnected) => {}
+            }
+        }
+        self.writers = keep;
+    }
+
+    // ---------------------------------------------------------------- figures and exports
+
+    fn class_names(&self) -> Vec<String> {
+        self.data
+            .as_ref()
+            .map_or(Vec::new(), |d| d.label_names.clone())
+    }
+
+    /// Per-step (or per-epoch) loss curves as a figure.
+    pub fn loss_figure(&self) -> Figure {
+        let r = &self.run;
+        let spe = r.steps_per_epoch.max(1) as f64;
+        let mut series = Vec::new();
+        for (j, name) in r.term_names.iter().enumerate() {
+            let pts: Vec<[f64; 2]> = if self.settings.loss_per_step {
+                downsample(
+                    r.step_terms
+                        .iter()
+                        .filter_map(|(s, t)| {
+                            t.get(j).map(|v| [(*s as f64 + 1.0) / spe, f64::from(*v)])
+                        })
+                        .collect(),
+                    3000,
+                )
+            } else {
+                r.epochs
+                    .iter()
+                    .filter_map(|e| e.terms.get(j).map(|v| [e.epoch as f64, *v]))
+                    .collect()
+            };
+            series.push(Series {
+                name: name.clone(),
+                color: category_color(j),
+                points: pts,
+            });
+        }
+        let total: Vec<[f64; 2]> = if self.settings.loss_per_step {
+            downsample(
+                r.step_terms
+                    .iter()
+                    .map(|(s, t)| {
+                        [
+                            (*s as f64 + 1.0) / spe,
+                            t.iter().map(|v| f64::from(*v)).sum(),
+                        ]
+                    })
+                    .collect(),
+                3000,
+            )
+        } else {
+            r.epochs.iter().map(|e| [e.epoch as f64, e.loss]).collect()
+        };
+        if !r.term_names.is_empty() {
+            series.push(Series {
+                name: "total".into(),
+                color: [20, 20, 20],
+                points: total,
+            });
+        }
+        let log = self.settings.log_y;
+        if log {
+            for s in &mut series {
+                for p in &mut s.points {
+                    p[1] = p[1].abs();
+                }
+            }
+        }
+        Figure::Lines {
+            title: format!("Loss terms ({})", self.model_name()),
+            x_label: "epoch".into(),
+            y_label: if log {
+                "|value|".into()
+            } else {
+                "value".into()
+            },
+            series,
+            marks: self.mark_positions(),
+            references: vec![],
+            log_y: log,
+        }
+    }
+
+    fn mark_positions(&self) -> Vec<(f64, String)> {
+        let spe = self.run.steps_per_epoch.max(1) as f64;
+        self.run
+            .marks
+            .iter()
+            .map(|m| (m.step as f64 / spe, m.text.clone()))
+            .collect()
+    }
+
+    fn model_name(&self) -> &'static str {
+        self.run
+            .config
+            .as_ref()
+            .map_or(self.settings.model, |c| c.model)
+            .name()
+    }
+
+    /// The paper's values (x100) for the current preset and data set, when it has them.
+    pub fn paper_reference(&self) -> Option<[f64; 3]> {
+        let ds = self.data.as_ref()?;
+        let key = paper_preset_for(&ds.name)?.name;
+        let model = match self.settings.preset {
+            AppPreset::CmPaper => "cm",
+            AppPreset::AecmPaper => "aecm",
+            AppPreset::Kmeans => "kmeans",
+            _ => return None,
+        };
+        let exp = if model == "aecm" {
+            "aecm-table"
+        } else {
+            "cm-table"
+        };
+        let v = |m| crate::reproduce::paper_value(exp, key, model, "random", "", m);
+        Some([v("ari")?, v("nmi")?, v("acc")?])
+    }
+
+    /// Metric curves as a figure.
+    pub fn metrics_figure(&self) -> Figure {
+        let r = &self.run;
+        let pick = |f: fn(&Scores) -> f64| -> Vec<[f64; 2]> {
+            r.epochs
+                .iter()
+                .filter_map(|e| e.scores.as_ref().map(|s| [e.epoch as f64, 100.0 * f(s)]))
+                .collect()
+        };
+        let series = vec![
+            Series {
+                name: "ARI".into(),
+                color: category_color(0),
+                points: pick(|s| s.ari),
+            },
+            Series {
+                name: "NMI".into(),
+                color: category_color(1),
+                points: pick(|s| s.nmi),
+            },
+            Series {
+                name: "ACC".into(),
+                color: category_color(2),
+                points: pick(|s| s.acc),
+            },
+        ];
+        let mut references = Vec::new();
+        if let Some(p) = self.paper_reference() {
+            for (i, n) in ["ARI", "NMI", "ACC"].iter().enumerate() {
+                references.push((format!("paper {n}"), p[i], category_color(i)));
+            }
+        }
+        Figure::Lines {
+            title: format!("Metrics ({}, x100)", self.model_name()),
+            x_label: "epoch".into(),
+            y_label: "score x100".into(),
+            series,
+            marks: self.mark_positions(),
+            references,
+            log_y: false,
+        }
+    }
+
+    fn lsp_series(&self) -> Vec<[f64; 2]> {
+        self.run
+            .epochs
+            .iter()
+            .filter_map(|e| e.lsp.map(|l| [e.epoch as f64, l]))
+            .collect()
+    }
+
+    /// The points shown in the projection panel (UMAP when computed and chosen, else PCA).
+    pub fn projection_points(&self) -> Option<&[[f32; 2]]> {
+        if self.settings.umap
+            && let Some((c, _)) = &self.run.umap
+        {
+            return Some(c);
+        }
+        self.run.snapshot.as_ref().map(|s| &s.coords[..])
+    }
+
+    fn point_colors(&self) -> Vec<[u8; 3]> {
+        let Some(s) = &self.run.snapshot else {
+            return Vec::new();
+        };
+        let labels = self.data.as_ref().and_then(|d| d.labels.as_ref());
+        match (self.settings.color_by_label, labels) {
+            (true, Some(l)) => l.iter().map(|&c| category_color(c as usize)).collect(),
+            _ => s
+                .assignments
+                .iter()
+                .map(|&c| category_color(c as usize))
+                .collect(),
+        }
+    }
+
+    /// The projection as a figure.
+    pub fn projection_figure(&self) -> Figure {
+        let pts = self
+            .projection_points()
+            .map(<[_]>::to_vec)
+            .unwrap_or_default();
+        let umap = self.settings.umap && self.run.umap.is_some();
+        let (centroids, trajectories) = match (&self.run.snapshot, umap) {
+            (Some(s), false) => (s.centroid_coords.clone(), self.run.trajectories.clone()),
+            _ => (vec![], vec![]),
+        };
+        let by_label = self.settings.color_by_label;
+        let names = self.class_names();
+        let k = self.run.snapshot.as_ref().map_or(0, |s| s.sizes.len());
+        let legend: Vec<(String, [u8; 3])> = if by_label {
+            names
+                .iter()
+                .enumerate()
+                .map(|(i, n)| (n.clone(), category_color(i)))
+                .collect()
+        } else {
+            (0..k)
+                .map(|i| (format!("cluster {i}"), category_color(i)))
+                .collect()
+        };
+        Figure::Scatter {
+            title: format!(
+                "{} of the {} ({}), step {}",
+                if umap { "UMAP" } else { "PCA" },
+                if self
+                    .run
+                    .snapshot
+                    .as_ref()
+                    .is_some_and(|s| s.embedding.is_some())
+                {
+                    "embedding"
+                } else {
+                    "data"
+                },
+                self.model_name(),
+                self.run.steps
+            ),
+            points: pts,
+            colors: self.point_colors(),
+            centroids,
+            trajectories: if self.settings.trajectories {
+                trajectories
+            } else {
+                vec![]
+            },
+            legend,
+        }
+    }
+
+    /// Centroids (as images for image data, else as a heat map) as a figure.
+    pub fn centroids_figure(&self) -> Figure {
+        let Some(s) = &self.run.snapshot else {
+            return Figure::Heatmap {
+                title: "Centroids".into(),
+                rows: vec![],
+                cols: vec![],
+                values: vec![],
+                annotate: false,
+            };
+        };
+        let c = &s.centroids_input;
+        if let Some(shape) = self.data.as_ref().and_then(|d| d.image_shape) {
+            let (lo, hi) = self.pixel_range();
+            let mut images: Vec<(String, Vec<f32>)> = (0..c.rows)
+                .map(|k| {
+                    (
+                        format!("{k} (n={})", s.sizes.get(k).copied().unwrap_or(0)),
+                        c.data[k * c.cols..(k + 1) * c.cols]
+                            .iter()
+                            .map(|v| (v - lo) / (hi - lo))
+                            .collect(),
+                    )
+                })
+                .collect();
+            if let Some((a, b, im)) = &self.run.interpolation {
+                for r in 0..im.rows {
+                    images.push((
+                        format!("{a}->{b} {}/{}", r, im.rows - 1),
+                        im.data[r * im.cols..(r + 1) * im.cols]
+                            .iter()
+                            .map(|v| (v - lo) / (hi - lo))
+                            .collect(),
+                    ));
+                }
+            }
+            return Figure::Images {
+                title: format!("Centroids ({}), step {}", self.model_name(), s.step),
+                images,
+                shape,
+                columns: c.rows.max(8),
+            };
+        }
+        Figure::Heatmap {
+            title: format!("Centroids ({}), step {}", self.model_name(), s.step),
+            rows: (0..c.rows).map(|k| format!("{k}")).collect(),
+            cols: (0..c.cols).map(|j| format!("x{j}")).collect(),
+            values: c.data.iter().map(|v| f64::from(*v)).collect(),
+            annotate: c.cols <= 12,
+        }
+    }
+
+    /// Confusion matrix (clusters ordered by their matched class) as rows x classes, with the
+    /// cluster order.
+    pub fn confusion(&self) -> Option<(Vec<usize>, Vec<Vec<usize>>)> {
+        let s = self.run.snapshot.as_ref()?;
+        let labels = self.data.as_ref()?.labels.as_ref()?;
+        let k = s.sizes.len();
+        let kt = self.data.as_ref()?.n_classes();
+        let mut m = vec![vec![0usize; kt]; k];
+        for (&p, &t) in s.assignments.iter().zip(labels) {
+            if let Some(row) = m.get_mut(p as usize)
+                && let Some(c) = row.get_mut(t as usize)
+            {
+                *c += 1;
+            }
+        }
+        let map = hungarian_map(&s.assignments, labels, k, kt);
+        let mut order: Vec<usize> = (0..k).collect();
+        order.sort_by_key(|&c| map[c].unwrap_or(usize::MAX));
+        Some((order, m))
+    }
+
+    /// Confusion matrix as a figure.
+    pub fn confusion_figure(&self) -> Figure {
+        let names = self.class_names();
+        match self.confusion() {
+            Some((order, m)) => Figure::Heatmap {
+                title: format!(
+                    "Clusters vs classes (Hungarian order), step {}",
+                    self.run.steps
+                ),
+                rows: order.iter().map(|k| format!("cluster {k}")).collect(),
+                cols: names,
+                values: order
+                    .iter()
+                    .flat_map(|&k| m[k].iter().map(|&v| v as f64))
+                    .collect(),
+                annotate: true,
+            },
+            None => Figure::Heatmap {
+                title: "Confusion matrix (needs labels and a snapshot)".into(),
+                rows: vec![],
+                cols: vec![],
+                values: vec![],
+                annotate: false,
+            },
+        }
+    }
+
+    /// The figure of a tab.
+    pub fn figure(&self, tab: Tab) -> Figure {
+        match tab {
+            Tab::Loss => self.loss_figure(),
+            Tab::Metrics => self.metrics_figure(),
+            Tab::Projection => self.projection_figure(),
+            Tab::Centroids => self.centroids_figure(),
+            Tab::Confusion => self.confusion_figure(),
+        }
+    }
+
+    fn pixel_range(&self) -> (f32, f32) {
+        let Some(d) = &self.data else {
+            return (0.0, 1.0);
+        };
+        let (lo, hi) =
+            d.x.iter()
+                .fold((f32::INFINITY, f32::NEG_INFINITY), |(a, b), v| {
+                    (a.min(*v), b.max(*v))
+                });
+        if hi > lo { (lo, hi) } else { (0.0, 1.0) }
+    }
+
+    /// Writes the tab's figure as `fmt` (`png` or `svg`) into the export folder, on a writer
+    /// thread; returns the path it will have.
+    pub fn export_figure(&mut self, tab: Tab, fmt: &'static str) -> PathBuf {
+        let fig = self.figure(tab);
+        let (w, h) = (self.settings.export_w, self.settings.export_h);
+        let path = Path::new(&self.settings.export_dir).join(format!(
+            "aecm-{}-step{}.{fmt}",
+            tab.file_stem(),
+            self.run.steps
+        ));
+        let p2 = path.clone();
+        self.spawn_writer(move || {
+            let bytes = match fmt {
+                "svg" => figures::render_svg(&fig, w, h).map(String::into_bytes),
+                _ => figures::render_png(&fig, w, h),
+            }
+            .map_err(|e| format!("{}: {e}", p2.display()))?;
+            atomic_write(&p2, &bytes).map_err(|e| e.to_string())?;
+            Ok(p2.display().to_string())
+        });
+        path
+    }
+
+    fn spawn_writer(&mut self, f: impl FnOnce() -> Result<String, String> + Send + 'static) {
+        let (tx, rx) = sync_channel(1);
+        let wake = self.wake();
+        let r = std::thread::Builder::new()
+            .name("aecm-writer".into())
+            .spawn(move || {
+                let _ = tx.send(JobMsg::Written(f()));
+                wake();
+            });
+        match r {
+            Ok(_) => self.writers.push(rx),
+            Err(e) => self.status = format!("cannot start the writer: {e}"),
+        }
+    }
+
+    /// Writes the run's data as CSV into the export folder: assignments (one row per sample),
+    /// 2-D coordinates, embedding (AE-CM), centroids, history.
+    pub fn export_data(&mut self) {
+        let (Some(ds), Some(s)) = (self.data.clone(), self.run.snapshot.clone()) else {
+            self.status = "nothing to export yet".into();
+            return;
+        };
+        let dir = PathBuf::from(&self.settings.export_dir);
+        let history = history_csv(&self.run);
+        let coords = self
+            .projection_points()
+            .map(<[_]>::to_vec)
+            .unwrap_or_default();
+        let umap = self.settings.umap && self.run.umap.is_some();
+        self.spawn_writer(move || {
+            let err = |e: crate::AecmError| e.to_string();
+            atomic_write(
+                &dir.join("assignments.csv"),
+                crate::export::assignments_csv(&ds, &s.assignments).as_bytes(),
+            )
+            .map_err(err)?;
+            let mut c = String::from(if umap {
+                "index,umap1,umap2\n"
+            } else {
+                "index,pc1,pc2\n"
+            });
+            for (i, p) in coords.iter().enumerate() {
+                c.push_str(&format!("{i},{},{}\n", p[0], p[1]));
+            }
+            atomic_write(&dir.join("coords2d.csv"), c.as_bytes()).map_err(err)?;
+            if let Some(e) = &s.embedding {
+                atomic_write(
+                    &dir.join("embedding.csv"),
+                    crate::export::matrix_csv(e, "z").as_bytes(),
+                )
+                .map_err(err)?;
+            }
+            atomic_write(
+                &dir.join("centroids.csv"),
+                crate::export::matrix_csv(&s.centroids_input, "x").as_bytes(),
+            )
+            .map_err(err)?;
+            atomic_write(&dir.join("history.csv"), history.as_bytes()).map_err(err)?;
+            Ok(format!(
+                "{}/{{assignments,coords2d,centroids,history}}.csv",
+                dir.display()
+            ))
+        });
+    }
+
+    fn save_run(&mut self, params: Vec<HostMat>) {
+        let Some(cfg) = self.run.config.clone() else {
+            self.status = "nothing to save".into();
+            return;
+        };
+        let name = self.data.as_ref().map_or("data".into(), |d| d.name.clone());
+        let run = SavedRun {
+            format: 1,
+            dataset: name.clone(),
+            config: cfg.clone(),
+            device: self.run.device.clone(),
+            steps_per_epoch: self.run.steps_per_epoch,
+            term_names: self.run.term_names.clone(),
+            step_terms: self.run.step_terms.clone(),
+            epochs: self.run.epochs.clone(),
+            marks: self.run.marks.clone(),
+            applied: self.run.applied,
+            snapshot: self.run.snapshot.as_deref().cloned(),
+            trajectories: self.run.trajectories.clone(),
+            params,
+        };
+        let path = Path::new(&self.settings.export_dir).join(format!(
+            "run-{}-{}-seed{}-step{}.aecm.json.gz",
+            sanitize(&name),
+            cfg.model.name(),
+            cfg.seed,
+            self.run.steps
+        ));
+        self.spawn_writer(move || {
+            use std::io::Write;
+            let json = serde_json::to_vec(&run).map_err(|e| e.to_string())?;
+            let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+            gz.write_all(&json).map_err(|e| e.to_string())?;
+            let bytes = gz.finish().map_err(|e| e.to_string())?;
+            atomic_write(&path, &bytes).map_err(|e| e.to_string())?;
+            Ok(path.display().to_string())
+        });
+    }
+
+    fn open_run(&mut self, p: String) {
+        let (tx, rx) = sync_channel(1);
+        let wake = self.wake();
+        let r = std::thread::Builder::new()
+            .name("aecm-loader".into())
+            .spawn(move || {
+                let _ = tx.send(JobMsg::Run(Box::new(read_run(Path::new(&p)))));
+                wake();
+            });
+        if r.is_ok() {
+            self.writers.push(rx);
+        }
+    }
+
+    fn show_saved_run(&mut self, run: SavedRun) {
+        self.worker = None;
+        if self.data.as_ref().is_none_or(|d| d.name != run.dataset) {
+            self.status = format!(
+                "opened a run on '{}' (load that data set to see its points and images)",
+                run.dataset
+            );
+        } else {
+            self.status = format!("opened a saved run on {}", run.dataset);
+        }
+        let steps = run.snapshot.as_ref().map_or(0, |s| s.step);
+        self.run = RunView {
+            device: run.device,
+            total_epochs: run.epochs.len(),
+            steps_per_epoch: run.steps_per_epoch,
+            term_names: run.term_names,
+            step_terms: run.step_terms,
+            epochs: run.epochs,
+            marks: run.marks,
+            trajectories: run.trajectories,
+            basis_version: run.snapshot.as_ref().map_or(0, |s| s.basis_version),
+            steps,
+            phase: "saved run".into(),
+            applied: run.applied,
+            config: Some(run.config),
+            inspect_only: true,
+            version: 1,
+            snapshot: run.snapshot.map(Arc::new),
+            ..RunView::default()
+        };
+        self.scatter.refit();
+        self.centroid_tex = None;
+    }
+
+    // ---------------------------------------------------------------- UI
+
+    /// Estimated cost of the configured schedule, in seconds, from the FLOPs of one step and
+    /// the GEMM rate measured on this machine at start-up (an estimate, shown as such).
+    pub fn cost_estimate(&self) -> Option<(f64, f64)> {
+        let d = self.data.as_ref()?;
+        let cfg = self.settings.train_config().ok()?;
+        if !cfg.model.is_neural() {
+            return None;
+        }
+        let rate = (*self.gemm_gflops.lock().ok()?)?;
+        let flops = crate::bench::flops_per_step(&cfg, d.d);
+        let steps_train = d.n.div_ceil(cfg.batch.min(d.n).max(1)) * (cfg.epochs + 1);
+        let steps_pre = if cfg.model == ModelKind::Aecm && cfg.init == Init::Pretrained {
+            d.n.div_ceil(cfg.pretrain_batch.min(d.n).max(1))
+                * (cfg.pretrain_epochs + cfg.cm_pretrain_epochs)
+        } else {
+            0
+        };
+        // overhead-bound small steps: ~1 ms each on this CPU class (measured, BENCHMARKS.md)
+        let per_step = flops / (0.5 * rate * 1e9) + 1e-3;
+        Some(((steps_train + steps_pre) as f64 * per_step, rate))
+    }
+
+    fn eta(&self) -> Option<f64> {
+        let r = &self.run;
+        let busy = r.busy + r.busy_since.map_or(Duration::ZERO, |t| t.elapsed());
+        let total_steps = r.total_epochs * r.steps_per_epoch;
+        if r.steps < 5 || total_steps == 0 || busy.as_secs_f64() < 0.2 {
+            return None;
+        }
+        let rate = r.steps as f64 / busy.as_secs_f64();
+        Some(total_steps.saturating_sub(r.steps) as f64 / rate)
+    }
+
+    fn controls_ui(&mut self, ui: &mut egui::Ui) -> Vec<Action> {
+        let mut acts = Vec::new();
+        egui::ScrollArea::vertical().show(ui, |ui| {
+            ui.heading("Data");
+            match &self.data {
+                Some(d) => {
+                    ui.label(format!(
+                        "{}: {} x {}{}",
+                        d.name,
+                        d.n,
+                        d.d,
+                        if d.labels.is_some() {
+                            format!(", {} classes", d.n_classes())
+                        } else {
+                            String::new()
+                        }
+                    ));
+                }
+                None => {
+                    ui.label("no data loaded");
+                }
+            }
+            ui.horizontal_wrapped(|ui| {
+                if ui
+                    .button("MNIST sample")
+                    .on_hover_text("10,000 real MNIST digits (embedded)")
+                    .clicked()
+                {
+                    acts.push(Action::LoadEmbedded);
+                }
+                egui::ComboBox::new("builtin", "generator")
+                    .selected_text("2-D generators")
+                    .show_ui(ui, |ui| {
+                        for (g, _, help) in data::GENERATORS {
+                            if ui.selectable_label(false, g).on_hover_text(help).clicked() {
+                                acts.push(Action::LoadBuiltin(g.to_string()));
+                            }
+                        }
+                    });
+            });
+            ui.horizontal(|ui| {
+                if ui.button("Open file…").clicked() {
+                    acts.push(Action::OpenDataDialog);
+                }
+                if ui
+                    .button("Open folder…")
+                    .on_hover_text("a benchmark folder, e.g. ../shared/data/mnist")
+                    .clicked()
+                {
+                    acts.push(Action::OpenFolderDialog);
+                }
+            });
+            ui.horizontal(|ui| {
+                let l = ui.label("path");
+                ui.add(
+                    egui::TextEdit::singleline(&mut self.path_input)
+                        .hint_text("file, folder or saved run")
+                        .desired_width(150.0),
+                )
+                .labelled_by(l.id);
+                if ui.button("Load").clicked() && !self.path_input.trim().is_empty() {
+                    let p = self.path_input.trim().to_string();
+                    if p.ends_with(".aecm.json.gz") {
+                        acts.push(Action::OpenRun(p));
+                    } else {
+                        acts.push(Action::LoadPath(p));
+                    }
+                }
+            });
+            egui::CollapsingHeader::new("Import options (CSV)").show(ui, |ui| {
+                ui.horizontal(|ui| {
+                    let l = ui.label("label column");
+                    ui.add(
+                        egui::TextEdit::singleline(&mut self.settings.csv_label)
+                            .desired_width(70.0),
+                    )
+                    .labelled_by(l.id)
+                    .on_hover_text("auto, last, none, a 0-based index or a header name");
+                });
+                egui::ComboBox::from_label("header")
+                    .selected_text(self.settings.csv_header.clone())
+                    .show_ui(ui, |ui| {
+                        for h in ["auto", "yes", "no"] {
+                            ui.selectable_value(&mut self.settings.csv_header, h.to_string(), h);
+                        }
+                    });
+                egui::ComboBox::from_label("preprocessing")
+                    .selected_text(self.settings.preprocess.to_string())
+                    .show_ui(ui, |ui| {
+                        for p in [
+                            Preprocess::None,
+                            Preprocess::Scale255,
+                            Preprocess::Max,
+                            Preprocess::Standardize,
+                            Preprocess::Minmax,
+                        ] {
+                            ui.selectable_value(&mut self.settings.preprocess, p, p.to_string());
+                        }
+                    });
+                ui.small("Applies to the next file you load.");
+            });
+            if let Some(j) = &self.job {
+                ui.horizontal(|ui| {
+                    ui.spinner();
+                    ui.label(&j.what);
+                    if ui.button("Cancel").clicked() {
+                        acts.push(Action::CancelJob);
+                    }
+                });
+            }
+            ui.separator();
+            ui.heading("Model");
+            let running = self.worker.is_some();
+            egui::ComboBox::from_label("preset")
+                .selected_text(self.settings.preset.label())
+                .show_ui(ui, |ui| {
+                    for p in AppPreset::ALL {
+                        if ui
+                            .selectable_label(self.settings.preset == p, p.label())
+                            .clicked()
+                        {
+                            acts.push(Action::ApplyPreset(p));
+                        }
+                    }
+                });
+            ui.add_enabled_ui(!running, |ui| {
+                let s = &mut self.settings;
+                let before = s.clone();
+                egui::ComboBox::from_label("model")
+                    .selected_text(s.model.name())
+                    .show_ui(ui, |ui| {
+                        for m in [
+                            ModelKind::Cm,
+                            ModelKind::Aecm,
+                            ModelKind::Kmeans,
+                            ModelKind::Gmm,
+                            ModelKind::Igmm,
+                        ] {
+                            ui.selectable_value(&mut s.model, m, m.name());
+                        }
+                    });
+                egui::Grid::new("model-grid").num_columns(2).show(ui, |ui| {
+                    let l = ui.label("K");
+                    ui.add(egui::DragValue::new(&mut s.k).range(2..=100))
+                        .labelled_by(l.id);
+                    ui.end_row();
+                    let l = ui.label("init");
+                    egui::ComboBox::from_id_salt("init-combo")
+                        .selected_text(format!("{:?}", s.init).to_lowercase())
+                        .show_ui(ui, |ui| {
+                            ui.selectable_value(&mut s.init, Init::Random, "random");
+                            ui.selectable_value(&mut s.init, Init::Pretrained, "pretrained");
+                        })
+                        .response
+                        .labelled_by(l.id);
+                    ui.end_row();
+                    let l = ui.label("seed");
+                    ui.add(egui::DragValue::new(&mut s.seed)).labelled_by(l.id);
+                    ui.end_row();
+                    let l = ui.label("batch");
+                    ui.add(egui::DragValue::new(&mut s.batch).range(1..=100_000))
+                        .labelled_by(l.id);
+                    ui.end_row();
+                    let l = ui.label("learning rate");
+                    ui.add(
+                        egui::DragValue::new(&mut s.lr)
+                            .speed(1e-4)
+                            .range(1e-6..=1.0),
+                    )
+                    .labelled_by(l.id);
+                    ui.end_row();
+                    let l = ui.label("epochs");
+                    ui.add(egui::DragValue::new(&mut s.epochs).range(1..=10_000))
+                        .labelled_by(l.id);
+                    ui.end_row();
+                    if s.model == ModelKind::Aecm {
+                        let l = ui.label("hidden");
+                        ui.add(egui::TextEdit::singleline(&mut s.hidden).desired_width(100.0))
+                            .labelled_by(l.id);
+                        ui.end_row();
+                        let l = ui.label("embedding p");
+                        ui.add(egui::DragValue::new(&mut s.embed).range(1..=1000))
+                            .labelled_by(l.id);
+                        ui.end_row();
+                        if s.init == Init::Pretrained {
+                            let l = ui.label("AE pre-train epochs");
+                            ui.add(egui::DragValue::new(&mut s.pretrain_epochs).range(0..=1000))
+                                .labelled_by(l.id);
+                            ui.end_row();
+                            let l = ui.label("CM pre-train epochs");
+                            ui.add(egui::DragValue::new(&mut s.cm_pretrain_epochs).range(0..=1000))
+                                .labelled_by(l.id);
+                            ui.end_row();
+                        }
+                    }
+                    let l = ui.label("evaluate every");
+                    ui.add(
+                        egui::DragValue::new(&mut s.eval_every)
+                            .range(0..=1000)
+                            .suffix(" epochs"),
+                    )
+                    .labelled_by(l.id);
+                    ui.end_row();
+                    let l = ui.label("device");
+                    egui::ComboBox::from_id_salt("device")
+                        .selected_text(format!("{:?}", s.device).to_lowercase())
+                        .show_ui(ui, |ui| {
+                            ui.selectable_value(&mut s.device, DeviceChoice::Auto, "auto");
+                            ui.selectable_value(&mut s.device, DeviceChoice::Cpu, "cpu");
+                            ui.selectable_value(&mut s.device, DeviceChoice::Wgpu, "wgpu");
+                        })
+                        .response
+                        .labelled_by(l.id);
+                    ui.end_row();
+                });
+                if *s != before
+                    && s.preset != AppPreset::Custom
+                    && (s.model != before.model
+                        || s.batch != before.batch
+                        || s.hidden != before.hidden
+                        || s.epochs != before.epochs
+                        || s.embed != before.embed
+                        || s.init != before.init)
+                {
+                    s.preset = AppPreset::Custom;
+                }
+            });
+            if let Some((secs, rate)) = self.cost_estimate() {
+                ui.label(
+                    RichText::new(format!(
+                        "estimated cost: {} (from {rate:.0} GFLOP/s measured here)",
+                        human_time(secs)
+                    ))
+                    .small(),
+                );
+            }
+            if !self.run.device.is_empty() {
+                ui.label(RichText::new(format!("device: {}", self.run.device)).small());
+            }
+            ui.separator();
+            ui.heading("Loss weights (live)");
+            let s = &mut self.settings;
+            let mut send = false;
+            let ra = ui.add(
+                egui::Slider::new(&mut s.alpha, 0.01..=1000.0)
+                    .logarithmic(true)
+                    .text("alpha"),
+            );
+            let rb = ui.add(
+                egui::Slider::new(&mut s.beta, 0.001..=1000.0)
+                    .logarithmic(true)
+                    .text("beta"),
+            );
+            let rl = ui.add(
+                egui::Slider::new(&mut s.lambda, 0.001..=1000.0)
+                    .logarithmic(true)
+                    .text("lambda"),
+            );
+            for r in [ra, rb, rl] {
+                if r.drag_stopped() || (r.changed() && !r.dragged()) {
+                    send = true;
+                }
+            }
+            if send {
+                acts.push(Action::SendWeights);
+            }
+            let (a, b, l) = self.run.applied;
+            if self.worker.is_some() {
+                ui.small(format!(
+                    "in the engine: alpha {a:.3}, beta {b:.3}, lambda {l:.3}"
+                ));
+            }
+            ui.separator();
+            ui.heading("Run");
+            ui.horizontal(|ui| {
+                if self.run.playing {
+                    if ui.button("Pause").on_hover_text("space").clicked() {
+                        acts.push(Action::Pause);
+                    }
+                } else if ui.button("Train").on_hover_text("space").clicked() {
+                    acts.push(Action::Train);
+                }
+                if ui
+                    .button("Step")
+                    .on_hover_text("one mini-batch (S)")
+                    .clicked()
+                {
+                    acts.push(Action::StepBatch);
+                }
+                if ui.button("Epoch").on_hover_text("one epoch (E)").clicked() {
+                    acts.push(Action::StepEpoch);
+                }
+            });
+            ui.horizontal(|ui| {
+                if ui
+                    .button("Reset")
+                    .on_hover_text("restart with the same seed (R)")
+                    .clicked()
+                {
+                    acts.push(Action::Reset);
+                }
+                if ui
+                    .button("Re-seed")
+                    .on_hover_text("restart with the next seed")
+                    .clicked()
+                {
+                    acts.push(Action::Reseed);
+                }
+            });
+            let sp = ui.add(
+                egui::Slider::new(&mut self.settings.speed, 0.0..=500.0)
+                    .text("max steps/s")
+                    .custom_formatter(|v, _| {
+                        if v == 0.0 {
+                            "max".into()
+                        } else {
+                            format!("{v:.0}")
+                        }
+                    }),
+            );
+            if sp.drag_stopped() || (sp.changed() && !sp.dragged()) {
+                acts.push(Action::SendSpeed);
+            }
+            let r = &self.run;
+            let total = r.total_epochs * r.steps_per_epoch;
+            let frac = if total > 0 {
+                r.steps as f32 / total as f32
+            } else {
+                0.0
+            };
+            ui.add(egui::ProgressBar::new(frac.min(1.0)).text(format!(
+                "step {} · epoch {}/{} · {}",
+                r.steps,
+                r.epochs.len(),
+                r.total_epochs,
+                if r.phase.is_empty() { "-" } else { &r.phase }
+            )));
+            if let Some(eta) = self.eta() {
+                ui.small(format!("ETA {}", human_time(eta)));
+            }
+            if let Some(s) = self.run.snapshot.as_ref().and_then(|s| s.scores) {
+                ui.label(format!(
+                    "ARI {:.1}  NMI {:.1}  ACC {:.1}",
+                    100.0 * s.ari,
+                    100.0 * s.nmi,
+                    100.0 * s.acc
+                ));
+            }
+            if let Some((_, Some(km), _)) = &self.run.finished {
+                ui.small(format!("AE-CM+KM: ARI {:.1}", 100.0 * km.ari));
+            }
+            ui.separator();
+            ui.heading("Save / export");
+            ui.horizontal(|ui| {
+                let l = ui.label("folder");
+                ui.add(
+                    egui::TextEdit::singleline(&mut self.settings.export_dir).desired_width(150.0),
+                )
+                .labelled_by(l.id);
+            });
+            ui.horizontal(|ui| {
+                let l = ui.label("size");
+                ui.add(
+                    egui::DragValue::new(&mut self.settings.export_w)
+                        .range(64..=8192)
+                        .suffix(" px"),
+                )
+                .labelled_by(l.id);
+                let l = ui.label("x");
+                ui.add(
+                    egui::DragValue::new(&mut self.settings.export_h)
+                        .range(64..=8192)
+                        .suffix(" px"),
+                )
+                .labelled_by(l.id);
+            });
+            ui.horizontal(|ui| {
+                if ui.button("Save run").clicked() {
+                    acts.push(Action::SaveRun);
+                }
+                if ui.button("Export data (CSV)").clicked() {
+                    acts.push(Action::ExportData);
+                }
+            });
+            ui.separator();
+            if ui.checkbox(&mut self.settings.dark, "dark theme").changed() {
+                self.apply_theme();
+            }
+            ui.small("keys: space play/pause · S step · E epoch · R reset");
+        });
+        acts
+    }
+
+    fn tab_bar_ui(&mut self, ui: &mut egui::Ui) -> Vec<Action> {
+        let mut acts = Vec::new();
+        ui.horizontal(|ui| {
+            for t in Tab::ALL {
+                ui.selectable_value(&mut self.settings.tab, t, t.label());
+            }
+            ui.separator();
+            let tab = self.settings.tab;
+            if ui
+                .button("PNG")
+                .on_hover_text("export this panel as PNG")
+                .clicked()
+            {
+                acts.push(Action::ExportFigure(tab, "png"));
+            }
+            if ui
+                .button("SVG")
+                .on_hover_text("export this panel as SVG")
+                .clicked()
+            {
+                acts.push(Action::ExportFigure(tab, "svg"));
+            }
+        });
+        acts
+    }
+
+    fn loss_ui(&mut self, ui: &mut egui::Ui) {
+        ui.horizontal(|ui| {
+            ui.checkbox(&mut self.settings.log_y, "log scale");
+            ui.checkbox(&mut self.settings.loss_per_step, "per step");
+            let kind = if self.run.term_names.len() == 5 {
+                crate::model::NetKind::AeCm
+            } else {
+                crate::model::NetKind::Cm
+            };
+            let help = crate::model::net::term_help(kind);
+            for (j, n) in self.run.term_names.iter().enumerate() {
+                let c = category_color(j);
+                ui.label(RichText::new(n).color(Color32::from_rgb(c[0], c[1], c[2])))
+                    .on_hover_text(help.get(j).copied().unwrap_or(""));
+            }
+        });
+        if self.run.term_names.is_empty() {
+            ui.label("Press Train: the loss terms appear here, per step and per epoch.");
+            return;
+        }
+        lines_plot_ui(ui, "loss-plot", &self.loss_figure(), self.settings.log_y);
+    }
+
+    fn metrics_ui(&mut self, ui: &mut egui::Ui) {
+        let has_labels = self.data.as_ref().is_some_and(|d| d.labels.is_some());
+        if !has_labels {
+            ui.label("This data set has no labels: only L_sp is shown.");
+        }
+        let h = ui.available_height();
+        if has_labels {
+            ui.allocate_ui(egui::vec2(ui.available_width(), h * 0.6), |ui| {
+                lines_plot_ui(ui, "metrics-plot", &self.metrics_figure(), false);
+            });
+        }
+        let lsp = Figure::Lines {
+            title: "L_sp".into(),
+            x_label: "epoch".into(),
+            y_label: "L_sp".into(),
+            series: vec![Series {
+                name: "L_sp = E2 + E3".into(),
+                color: category_color(4),
+                points: self.lsp_series(),
+            }],
+            marks: self.mark_positions(),
+            references: vec![],
+            log_y: false,
+        };
+        lines_plot_ui(ui, "lsp-plot", &lsp, false);
+    }
+
+    fn projection_ui(&mut self, ui: &mut egui::Ui) -> Vec<Action> {
+        let mut acts = Vec::new();
+        ui.horizontal(|ui| {
+            ui.radio_value(&mut self.settings.umap, false, "PCA (fixed basis)");
+            ui.radio_value(&mut self.settings.umap, true, "UMAP");
+            if ui
+                .button("Compute UMAP")
+                .on_hover_text("on the data (CM) or the current embedding (AE-CM)")
+                .clicked()
+            {
+                acts.push(Action::ComputeUmap);
+            }
+            if ui.button("Refit PCA").clicked() {
+                acts.push(Action::RefitBasis);
+            }
+            let has_labels = self.data.as_ref().is_some_and(|d| d.labels.is_some());
+            ui.add_enabled(
+                has_labels,
+                egui::Checkbox::new(&mut self.settings.color_by_label, "colour by label"),
+            );
+            ui.checkbox(&mut self.settings.trajectories, "trajectories");
+        });
+        if let Some(j) = &self.job
+            && j.what.starts_with("UMAP")
+        {
+            ui.horizontal(|ui| {
+                ui.add(
+                    egui::ProgressBar::new(j.progress)
+                        .text(format!("{} …", j.what))
+                        .desired_width(300.0),
+                );
+                if ui.button("Cancel").clicked() {
+                    acts.push(Action::CancelJob);
+                }
+            });
+        }
+        if self.settings.umap
+            && let Some((_, s)) = &self.run.umap
+        {
+            ui.small(format!("UMAP computed at step {s} (recompute to update)"));
+        }
+        let Some(points) = self.projection_points().map(<[_]>::to_vec) else {
+            ui.label("Press Train (or Step) to see the data and the centroids.");
+            return acts;
+        };
+        let colors = self.point_colors();
+        let umap = self.settings.umap && self.run.umap.is_some();
+        let (cents, traj) = match (&self.run.snapshot, umap) {
+            (Some(s), false) => (
+                s.centroid_coords.clone(),
+                if self.settings.trajectories {
+                    self.run.trajectories.clone()
+                } else {
+                    vec![]
+                },
+            ),
+            _ => (vec![], vec![]),
+        };
+        let version = self.run.version * 4
+            + u64::from(self.settings.color_by_label) * 2
+            + u64::from(self.settings.umap);
+        let hover = self.scatter.ui(
+            ui,
+            &ScatterData {
+                points: &points,
+                colors: &colors,
+                centroids: &cents,
+                trajectories: &traj,
+                version,
+            },
+        );
+        if let Some(h) = hover {
+            self.hover_ui(ui, h.index);
+        }
+        acts
+    }
+
+    fn hover_ui(&mut self, ui: &mut egui::Ui, i: usize) {
+        let Some(d) = self.data.clone() else { return };
+        let label = d
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(i))
+            .and_then(|&c| d.label_names.get(c as usize).cloned());
+        let cluster = self
+            .run
+            .snapshot
+            .as_ref()
+            .and_then(|s| s.assignments.get(i).copied());
+        if let Some(shape) = d.image_shape
+            && self.hover_tex.as_ref().is_none_or(|(j, _)| *j != i)
+        {
+            let (lo, hi) = self.pixel_range();
+            let img = to_color_image(d.row(i), shape, lo, hi);
+            self.hover_tex = Some((
+                i,
+                ui.ctx()
+                    .load_texture("aecm-hover", img, egui::TextureOptions::NEAREST),
+            ));
+        }
+        let tex = self
+            .hover_tex
+            .as_ref()
+            .filter(|(j, _)| *j == i)
+            .map(|(_, t)| t.clone());
+        egui::Tooltip::always_open(
+            ui.ctx().clone(),
+            ui.layer_id(),
+            egui::Id::unique("aecm-hover-tip"),
+            egui::PopupAnchor::Pointer,
+        )
+        .show(|ui| {
+            ui.label(format!("sample {i}"));
+            if let Some(l) = label {
+                ui.label(format!("label {l}"));
+            }
+            if let Some(c) = cluster {
+                ui.label(format!("cluster {c}"));
+            }
+            if let Some(t) = tex {
+                ui.image((t.id(), egui::vec2(84.0, 84.0)));
+            } else if d.d <= 8 {
+                ui.label(format!("{:?}", d.row(i)));
+            }
+        });
+    }
+
+    fn centroids_ui(&mut self, ui: &mut egui::Ui) -> Vec<Action> {
+        let mut acts = Vec::new();
+        let Some(s) = self.run.snapshot.clone() else {
+            ui.label("Press Train (or Step) to see the centroids.");
+            return acts;
+        };
+        let Some(d) = self.data.clone() else {
+            return acts;
+        };
+        let c = &s.centroids_input;
+        if let Some(shape) = d.image_shape {
+            let (lo, hi) = self.pixel_range();
+            if self
+                .centroid_tex
+                .as_ref()
+                .is_none_or(|(v, _)| *v != self.run.version)
+            {
+                let texs = (0..c.rows)
+                    .map(|k| {
+                        let img =
+                            to_color_image(&c.data[k * c.cols..(k + 1) * c.cols], shape, lo, hi);
+                        ui.ctx().load_texture(
+                            format!("aecm-centroid-{k}"),
+                            img,
+                            egui::TextureOptions::NEAREST,
+                        )
+                    })
+                    .collect();
+                self.centroid_tex = Some((self.run.version, texs));
+            }
+            ui.label(if s.embedding.is_some() {
+                "Decoded centroids (through the decoder):"
+            } else {
+                "Centroids (in input space):"
+            });
+            if let Some((_, texs)) = &self.centroid_tex {
+                ui.horizontal_wrapped(|ui| {
+                    for (k, t) in texs.iter().enumerate() {
+                        ui.vertical(|ui| {
+                            ui.image((t.id(), egui::vec2(72.0, 72.0)));
+                            let n = s.sizes.get(k).copied().unwrap_or(0);
+                            let txt = format!("{k}: n={n}");
+                            if n == 0 {
+                                ui.colored_label(Color32::RED, format!("{txt} (empty)"));
+                            } else {
+                                ui.small(txt);
+                            }
+                        });
+                    }
+                });
+            }
+            ui.separator();
+            ui.horizontal(|ui| {
+                let k = c.rows.max(1);
+                let l = ui.label("interpolate from");
+                ui.add(egui::DragValue::new(&mut self.interp_pair.0).range(0..=k - 1))
+                    .labelled_by(l.id);
+                let l = ui.label("to");
+                ui.add(egui::DragValue::new(&mut self.interp_pair.1).range(0..=k - 1))
+                    .labelled_by(l.id);
+                if ui
+                    .add_enabled(!self.run.inspect_only, egui::Button::new("Interpolate"))
+                    .clicked()
+                {
+                    acts.push(Action::Interpolate(self.interp_pair.0, self.interp_pair.1));
+                }
+                ui.small(if s.embedding.is_some() {
+                    "linear in the embedding, decoded"
+                } else {
+                    "linear in input space"
+                });
+            });
+            if let Some((_, _, im)) = &self.run.interpolation {
+                if self.interp_tex.is_none() {
+                    self.interp_tex = Some(
+                        (0..im.rows)
+                            .map(|r| {
+                                let img = to_color_image(
+                                    &im.data[r * im.cols..(r + 1) * im.cols],
+                                    shape,
+                                    lo,
+                                    hi,
+                                );
+                                ui.ctx().load_texture(
+                                    format!("aecm-interp-{r}"),
+                                    img,
+                                    egui::TextureOptions::NEAREST,
+                                )
+                            })
+                            .collect(),
+                    );
+                }
+                if let Some(texs) = &self.interp_tex {
+                    ui.horizontal_wrapped(|ui| {
+                        for t in texs {
+                            ui.image((t.id(), egui::vec2(64.0, 64.0)));
+                        }
+                    });
+                }
+            }
+        } else {
+            ui.label("Centroids (input space):");
+            egui::ScrollArea::both().show(ui, |ui| {
+                egui::Grid::new("centroid-grid")
+                    .striped(true)
+                    .show(ui, |ui| {
+                        ui.label("k");
+                        ui.label("size");
+                        for j in 0..c.cols.min(32) {
+                            ui.label(format!("x{j}"));
+                        }
+                        ui.end_row();
+                        for k in 0..c.rows {
+                            ui.label(format!("{k}"));
+                            let n = s.sizes.get(k).copied().unwrap_or(0);
+                            if n == 0 {
+                                ui.colored_label(Color32::RED, "0 (empty)");
+                            } else {
+                                ui.label(format!("{n}"));
+                            }
+                            for j in 0..c.cols.min(32) {
+                                ui.label(format!("{:.3}", c.data[k * c.cols + j]));
+                            }
+                            ui.end_row();
+                        }
+                    });
+            });
+        }
+        acts
+    }
+
+    fn confusion_ui(&mut self, ui: &mut egui::Ui) {
+        let Some(s) = self.run.snapshot.clone() else {
+            ui.label("Press Train (or Step) first.");
+            return;
+        };
+        let empty = s.sizes.iter().filter(|&&n| n == 0).count();
+        ui.label(format!(
+            "cluster sizes: {:?}{}",
+            s.sizes,
+            if empty > 0 {
+                format!("  ({empty} empty)")
+            } else {
+                String::new()
+            }
+        ));
+        let Some((order, m)) = self.confusion() else {
+            ui.label("No labels: no confusion matrix.");
+            return;
+        };
+        let names = self.class_names();
+        let maxv = m.iter().flatten().copied().max().unwrap_or(1).max(1) as f32;
+        egui::ScrollArea::both().show(ui, |ui| {
+            egui::Grid::new("confusion-grid")
+                .spacing([2.0, 2.0])
+                .show(ui, |ui| {
+                    ui.label("cluster \\ class");
+                    for n in &names {
+                        ui.label(RichText::new(n).strong());
+                    }
+                    ui.end_row();
+                    for &k in &order {
+                        let size = s.sizes.get(k).copied().unwrap_or(0);
+                        if size == 0 {
+                            ui.colored_label(Color32::RED, format!("{k} (empty)"));
+                        } else {
+                            ui.label(format!("{k}"));
+                        }
+                        for &v in &m[k] {
+                            let t = v as f32 / maxv;
+                            let bg = Color32::from_rgb(
+                                (255.0 * (1.0 - 0.8 * t)) as u8,
+                                (255.0 * (1.0 - 0.8 * t)) as u8,
+                                255,
+                            );
+                            egui::Frame::new()
+                                .fill(bg)
+                                .inner_margin(4.0)
+                                .show(ui, |ui| {
+                                    ui.label(RichText::new(format!("{v}")).color(Color32::BLACK));
+                                });
+                        }
+                        ui.end_row();
+                    }
+                });
+        });
+    }
+
+    fn shortcuts(&self, ctx: &egui::Context) -> Vec<Action> {
+        if ctx.egui_wants_keyboard_input() {
+            return vec![];
+        }
+        let mut a = Vec::new();
+        ctx.input(|i| {
+            if i.key_pressed(egui::Key::Space) {
+                a.push(if self.run.playing {
+                    Action::Pause
+                } else {
+                    Action::Train
+                });
+            }
+            if i.key_pressed(egui::Key::S) {
+                a.push(Action::StepBatch);
+            }
+            if i.key_pressed(egui::Key::E) {
+                a.push(Action::StepEpoch);
+            }
+            if i.key_pressed(egui::Key::R) {
+                a.push(Action::Reset);
+            }
+            for f in &i.raw.dropped_files {
+                {
+                    let p = f.path();
+                    if p.as_os_str().is_empty() {
+                        continue;
+                    }
+                    let s = p.display().to_string();
+                    a.push(if s.ends_with(".aecm.json.gz") {
+                        Action::OpenRun(s)
+                    } else {
+                        Action::LoadPath(s)
+                    });
+                }
+            }
+        });
+        a
+    }
+
+    fn automation(&mut self, ctx: &egui::Context) {
+        // --screenshot: train N steps, pause, wait for the snapshot, capture, save, close
+        if let Some(path) = self.launch.screenshot.clone() {
+            match self.screenshot_state {
+                0 => {
+                    if self.data.is_some() {
+                        if self.launch.train_steps > 0 {
+                            self.apply(Action::StepBatch);
+                            self.send(Command::Steps(self.launch.train_steps));
+                        }
+                        self.screenshot_state = 1;
+                    }
+                }
+                1 => {
+                    let done = self.launch.train_steps == 0
+                        || (self.run.steps >= self.launch.train_steps
+                            && !self.run.playing
+                            && self
+                                .run
+                                .snapshot
+                                .as_ref()
+                                .is_some_and(|s| s.step >= self.launch.train_steps));
+                    if done || self.run.error.is_some() {
+                        self.screenshot_state = 2;
+                    }
+                }
+                2 => {
+                    let slot = self.shot.clone();
+                    let c2 = ctx.clone();
+                    ctx.request_screenshot(move |img| {
+                        if let Ok(mut s) = slot.lock() {
+                            *s = Some(img);
+                        }
+                        c2.request_repaint();
+                    });
+                    self.screenshot_state = 3;
+                }
+                _ => {
+                    let shot = self.shot.lock().ok().and_then(|mut s| s.take());
+                    if let Some(img) = shot {
+                        let r = save_color_image(&img, &path);
+                        match r {
+                            Ok(()) => eprintln!(
+                                "screenshot: {} ({}x{})",
+                                path.display(),
+                                img.size[0],
+                                img.size[1]
+                            ),
+                            Err(e) => eprintln!("screenshot failed: {e}"),
+                        }
+                        ctx.send_viewport_cmd(egui::ViewportCommand::Close);
+                    }
+                }
+            }
+            ctx.request_repaint();
+        }
+        // --frame-bench: train AE-CM, show the projection, record frame times
+        if let Some(path) = self.launch.frame_bench.clone() {
+            let now = Instant::now();
+            if self.bench_started.is_none() && self.data.is_some() {
+                self.apply(Action::Train);
+                self.bench_started = Some(now);
+            }
+            if let Some(t0) = self.bench_started {
+                if let Some(last) = self.last_frame
+                    && t0.elapsed().as_secs_f64() > 2.0
+                {
+                    self.frame_times.push((now - last).as_secs_f64() * 1e3);
+                }
+                if t0.elapsed().as_secs_f64() > self.launch.bench_seconds.max(3.0) {
+                    let mut v = self.frame_times.clone();
+                    v.sort_by(f64::total_cmp);
+                    let q = |p: f64| {
+                        v.get(((v.len() as f64 - 1.0) * p).round() as usize)
+                            .copied()
+                            .unwrap_or(0.0)
+                    };
+                    let report = serde_json::json!({
+                        "frames": v.len(),
+                        "median_ms": q(0.5),
+                        "p95_ms": q(0.95),
+                        "max_ms": q(1.0),
+                        "points_shown": self.scatter.drawn,
+                        "steps": self.run.steps,
+                        "model": self.model_name(),
+                        "device": self.run.device,
+                    });
+                    eprintln!("frame bench: {report}");
+                    let _ = atomic_write(&path, report.to_string().as_bytes());
+                    ctx.send_viewport_cmd(egui::ViewportCommand::Close);
+                }
+            }
+            self.last_frame = Some(now);
+            ctx.request_repaint();
+        }
+    }
+}
+
+impl eframe::App for ExplorerApp {
+    fn logic(&mut self, ctx: &egui::Context, _frame: &mut eframe::Frame) {
+        self.drain_worker(Duration::from_millis(8));
+        self.drain_jobs();
+        for a in self.shortcuts(ctx) {
+            self.apply(a);
+        }
+        self.automation(ctx);
+        if self.run.playing || self.job.is_some() || !self.writers.is_empty() {
+            ctx.request_repaint_after(Duration::from_millis(100));
+        }
+    }
+
+    fn ui(&mut self, ui: &mut egui::Ui, _frame: &mut eframe::Frame) {
+        let mut acts = Vec::new();
+        egui::Panel::bottom("status").show(ui, |ui| {
+            ui.horizontal(|ui| {
+                ui.label(&self.status);
+            });
+        });
+        egui::Panel::left("controls")
+            .resizable(true)
+            .default_size(300.0)
+            .show(ui, |ui| {
+                acts.extend(self.controls_ui(ui));
+            });
+        egui::CentralPanel::default().show(ui, |ui| {
+            acts.extend(self.tab_bar_ui(ui));
+            ui.separator();
+            match self.settings.tab {
+                Tab::Loss => self.loss_ui(ui),
+                Tab::Metrics => self.metrics_ui(ui),
+                Tab::Projection => acts.extend(self.projection_ui(ui)),
+                Tab::Centroids => acts.extend(self.centroids_ui(ui)),
+                Tab::Confusion => self.confusion_ui(ui),
+            }
+        });
+        for a in acts {
+            self.apply(a);
+        }
+    }
+
+    fn save(&mut self, storage: &mut dyn eframe::Storage) {
+        if self.launch.screenshot.is_none() && self.launch.frame_bench.is_none() {
+            eframe::set_value(storage, SETTINGS_KEY, &self.settings);
+        }
+    }
+}
+
+/// Draws a [`Figure::Lines`] with egui_plot (log scale plots log10 of the values).
+fn lines_plot_ui(ui: &mut egui::Ui, id: &str, fig: &Figure, log: bool) {
+    let Figure::Lines {
+        series,
+        marks,
+        references,
+        x_label,
+        y_label,
+        ..
+    } = fig
+    else {
+        return;
+    };
+    let tf = |v: f64| if log { v.abs().max(1e-12).log10() } else { v };
+    egui_plot::Plot::new(id.to_string())
+        .legend(egui_plot::Legend::default())
+        .x_axis_label(x_label.clone())
+        .y_axis_label(if log {
+            format!("log10 {y_label}")
+        } else {
+            y_label.clone()
+        })
+        .show(ui, |p| {
+            for s in series {
+                let pts: Vec<[f64; 2]> = s.points.iter().map(|q| [q[0], tf(q[1])]).collect();
+                p.line(
+                    egui_plot::Line::new(s.name.clone(), pts)
+                        .color(Color32::from_rgb(s.color[0], s.color[1], s.color[2])),
+                );
+            }
+            for (name, y, c) in references {
+                p.hline(
+                    egui_plot::HLine::new(name.clone(), tf(*y))
+                        .color(Color32::from_rgb(c[0], c[1], c[2]))
+                        .style(egui_plot::LineStyle::dashed_loose()),
+                );
+            }
+            for (x, text) in marks {
+                p.vline(egui_plot::VLine::new(text.clone(), *x).color(Color32::GRAY));
+            }
+        });
+}
+
+/// Keeps at most about `max` points by averaging consecutive ones.
+fn downsample(v: Vec<[f64; 2]>, max: usize) -> Vec<[f64; 2]> {
+    if v.len() <= max {
+        return v;
+    }
+    let k = v.len().div_ceil(max);
+    v.chunks(k)
+        .map(|c| {
+            let n = c.len() as f64;
+            [
+                c.iter().map(|p| p[0]).sum::<f64>() / n,
+                c.iter().map(|p| p[1]).sum::<f64>() / n,
+            ]
+        })
+        .collect()
+}
+
+fn to_color_image(px: &[f32], shape: [usize; 3], lo: f32, hi: f32) -> egui::ColorImage {
+    let [h, w, c] = shape;
+    let s = |v: f32| (((v - lo) / (hi - lo)).clamp(0.0, 1.0) * 255.0) as u8;
+    let mut out = Vec::with_capacity(w * h);
+    for i in 0..h * w {
+        let col = if c >= 3 {
+            Color32::from_rgb(s(px[i * c]), s(px[i * c + 1]), s(px[i * c + 2]))
+        } else {
+            let g = s(px.get(i * c).copied().unwrap_or(0.0));
+            Color32::from_gray(g)
+        };
+        out.push(col);
+    }
+    egui::ColorImage::new([w, h], out)
+}
+
+fn save_color_image(img: &egui::ColorImage, path: &Path) -> Result<(), String> {
+    let [w, h] = img.size;
+    let mut raw = Vec::with_capacity(w * h * 4);
+    for p in &img.pixels {
+        raw.extend_from_slice(&p.to_array());
+    }
+    let im = image::RgbaImage::from_raw(w as u32, h as u32, raw).ok_or("screenshot buffer size")?;
+    let mut out = std::io::Cursor::new(Vec::new());
+    im.write_to(&mut out, image::ImageFormat::Png)
+        .map_err(|e| e.to_string())?;
+    atomic_write(path, &out.into_inner()).map_err(|e| e.to_string())
+}
+
+fn human_time(s: f64) -> String {
+    if s < 90.0 {
+        format!("{s:.0} s")
+    } else if s < 5400.0 {
+        format!("{:.1} min", s / 60.0)
+    } else {
+        format!("{:.1} h", s / 3600.0)
+    }
+}
+
+fn sanitize(s: &str) -> String {
+    s.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+fn history_csv(r: &RunView) -> String {
+    let mut s = String::from("epoch,phase,steps,loss");
+    for n in &r.term_names {
+        s.push(',');
+        s.push_str(n);
+    }
+    s.push_str(",ari,nmi,acc,lsp,seconds\n");
+    for e in &r.epochs {
+        s.push_str(&format!("{},{},{},{}", e.epoch, e.phase, e.steps, e.loss));
+        for t in &e.terms {
+            s.push_str(&format!(",{t}"));
+        }
+        for _ in e.terms.len()..r.term_names.len() {
+            s.push(',');
+        }
+        match &e.scores {
+            Some(sc) => s.push_str(&format!(",{},{},{}", sc.ari, sc.nmi, sc.acc)),
+            None => s.push_str(",,,"),
+        }
+        match e.lsp {
+            Some(l) => s.push_str(&format!(",{l}")),
+            None => s.push(','),
+        }
+        s.push_str(&format!(",{}\n", e.seconds));
+    }
+    s
+}
+
+/// Reads a saved run (`.aecm.json.gz`), with the file named in errors.
+pub fn read_run(p: &Path) -> Result<SavedRun, String> {
+    use std::io::Read;
+    let f = std::fs::File::open(p).map_err(|e| format!("{}: {e}", p.display()))?;
+    let mut s = Vec::new();
+    flate2::read::GzDecoder::new(f)
+        .read_to_end(&mut s)
+        .map_err(|e| format!("{}: not a gzip-compressed run file ({e})", p.display()))?;
+    serde_json::from_slice(&s).map_err(|e| {
+        format!(
+            "{}: line {}, column {}: not an aecm run ({e})",
+            p.display(),
+            e.line(),
+            e.column()
+        )
+    })
+}

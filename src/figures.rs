@@ -1,0 +1,563 @@
+//! Figures as plain data, rendered for publication with plotters to SVG or PNG (the explorer's
+//! export; the live panels draw the same data with egui).
+
+use crate::error::{AecmError, Result};
+use plotters::coord::Shift;
+use plotters::prelude::*;
+use std::sync::Once;
+
+/// One curve.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Series {
+    /// Legend name.
+    pub name: String,
+    /// RGB colour.
+    pub color: [u8; 3],
+    /// Points (x, y).
+    pub points: Vec<[f64; 2]>,
+}
+
+/// A figure the explorer can show and export.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Figure {
+    /// Curves over training.
+    Lines {
+        /// Title.
+        title: String,
+        /// X axis label.
+        x_label: String,
+        /// Y axis label.
+        y_label: String,
+        /// The curves.
+        series: Vec<Series>,
+        /// Vertical markers (x, label): where a hyper-parameter changed.
+        marks: Vec<(f64, String)>,
+        /// Horizontal reference lines (label, y, colour): e.g. the paper's value.
+        references: Vec<(String, f64, [u8; 3])>,
+        /// Log-scale y axis.
+        log_y: bool,
+    },
+    /// A 2-D scatter with centroids and their trajectories.
+    Scatter {
+        /// Title.
+        title: String,
+        /// Points.
+        points: Vec<[f32; 2]>,
+        /// Colour of each point.
+        colors: Vec<[u8; 3]>,
+        /// Centroids.
+        centroids: Vec<[f32; 2]>,
+        /// Trajectory of each centroid.
+        trajectories: Vec<Vec<[f32; 2]>>,
+        /// Legend entries.
+        legend: Vec<(String, [u8; 3])>,
+    },
+    /// A row (or grid) of small images, e.g. decoded centroids.
+    Images {
+        /// Title.
+        title: String,
+        /// Caption and pixels (`h*w*c`, values scaled to 0..1 for display).
+        images: Vec<(String, Vec<f32>)>,
+        /// Image shape `[h, w, c]`.
+        shape: [usize; 3],
+        /// Images per row.
+        columns: usize,
+    },
+    /// A matrix of numbers as coloured cells (confusion matrix, centroid values).
+    Heatmap {
+        /// Title.
+        title: String,
+        /// Row labels.
+        rows: Vec<String>,
+        /// Column labels.
+        cols: Vec<String>,
+        /// Values, row-major.
+        values: Vec<f64>,
+        /// Write the value in each cell.
+        annotate: bool,
+    },
+}
+
+/// A categorical palette (Tableau 10, then Tableau 20's light tones).
+pub const PALETTE: [[u8; 3]; 20] = [
+    [31, 119, 180],
+    [255, 127, 14],
+    [44, 160, 44],
+    [214, 39, 40],
+    [148, 103, 189],
+    [140, 86, 75],
+    [227, 119, 194],
+    [127, 127, 127],
+    [188, 189, 34],
+    [23, 190, 207],
+    [174, 199, 232],
+    [255, 187, 120],
+    [152, 223, 138],
+    [255, 152, 150],
+    [197, 176, 213],
+    [196, 156, 148],
+    [247, 182, 210],
+    [199, 199, 199],
+    [219, 219, 141],
+    [158, 218, 229],
+];
+
+/// Colour of category `i`.
+pub fn category_color(i: usize) -> [u8; 3] {
+    PALETTE[i % PALETTE.len()]
+}
+
+static FONT: Once = Once::new();
+
+fn register_font() {
+    FONT.call_once(|| {
+        let _ = plotters::style::register_font(
+            "sans-serif",
+            FontStyle::Normal,
+            epaint_default_fonts::UBUNTU_LIGHT,
+        );
+    });
+}
+
+fn rgb(c: [u8; 3]) -> RGBColor {
+    RGBColor(c[0], c[1], c[2])
+}
+
+/// Renders the figure as an SVG document of `w x h` pixels.
+pub fn render_svg(fig: &Figure, w: u32, h: u32) -> Result<String> {
+    check_size(w, h)?;
+    register_font();
+    let mut s = String::new();
+    {
+        let root = SVGBackend::with_string(&mut s, (w, h)).into_drawing_area();
+        draw(&root, fig).map_err(|e| AecmError::Backend(format!("svg: {e}")))?;
+        root.present()
+            .map_err(|e| AecmError::Backend(format!("svg: {e}")))?;
+    }
+    Ok(s)
+}
+
+/// Renders the figure as a PNG file of `w x h` pixels (the encoded bytes).
+pub fn render_png(fig: &Figure, w: u32, h: u32) -> Result<Vec<u8>> {
+    check_size(w, h)?;
+    register_font();
+    let mut buf = vec![255u8; (w * h * 3) as usize];
+    {
+        let root = BitMapBackend::with_buffer(&mut buf, (w, h)).into_drawing_area();
+        draw(&root, fig).map_err(|e| AecmError::Backend(format!("png: {e}")))?;
+        root.present()
+            .map_err(|e| AecmError::Backend(format!("png: {e}")))?;
+    }
+    let img = image::RgbImage::from_raw(w, h, buf)
+        .ok_or_else(|| AecmError::Backend("png: buffer size".into()))?;
+    let mut out = std::io::Cursor::new(Vec::new());
+    img.write_to(&mut out, image::ImageFormat::Png)
+        .map_err(|e| AecmError::Backend(format!("png: {e}")))?;
+    Ok(out.into_inner())
+}
+
+fn check_size(w: u32, h: u32) -> Result<()> {
+    if !(64..=8192).contains(&w) || !(64..=8192).contains(&h) {
+        return Err(AecmError::config(
+            "size",
+            format!("{w} x {h}: width and height must be between 64 and 8192 pixels"),
+        ));
+    }
+    Ok(())
+}
+
+type DrawResult = std::result::Result<(), String>;
+
+fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, fig: &Figure) -> DrawResult {
+    let e = |x: DrawingAreaErrorKind<DB::ErrorType>| x.to_string();
+    root.fill(&WHITE).map_err(e)?;
+    match fig {
+        Figure::Lines {
+            title,
+            x_label,
+            y_label,
+            series,
+            marks,
+            references,
+            log_y,
+        } => draw_lines(
+            root, title, x_label, y_label, series, marks, references, *log_y,
+        ),
+        Figure::Scatter {
+            title,
+            points,
+            colors,
+            centroids,
+            trajectories,
+            legend,
+        } => draw_scatter(root, title, points, colors, centroids, trajectories, legend),
+        Figure::Images {
+            title,
+            images,
+            shape,
+            columns,
+        } => draw_images(root, title, images, *shape, *columns),
+        Figure::Heatmap {
+            title,
+            rows,
+            cols,
+            values,
+            annotate,
+        } => draw_heatmap(root, title, rows, cols, values, *annotate),
+    }
+}
+
+fn bounds(it: impl Iterator<Item = f64>) -> (f64, f64) {
+    let (mut lo, mut hi) = (f64::INFINITY, f64::NEG_INFINITY);
+    for v in it.filter(|v| v.is_finite()) {
+        lo = lo.min(v);
+        hi = hi.max(v);
+    }
+    if !lo.is_finite() {
+        return (0.0, 1.0);
+    }
+    if hi - lo < 1e-12 {
+        return (lo - 0.5, hi + 0.5);
+    }
+    let pad = 0.05 * (hi - lo);
+    (lo - pad, hi + pad)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn draw_lines<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    title: &str,
+    x_label: &str,
+    y_label: &str,
+    series: &[Series],
+    marks: &[(f64, String)],
+    references: &[(String, f64, [u8; 3])],
+    log_y: bool,
+) -> DrawResult {
+    let (x0, x1) = bounds(series.iter().flat_map(|s| s.points.iter().map(|p| p[0])));
+    let ys = series
+        .iter()
+        .flat_map(|s| s.points.iter().map(|p| p[1]))
+        .chain(references.iter().map(|r| r.1));
+    let mut builder = ChartBuilder::on(root);
+    builder
+        .caption(title, ("sans-serif", 22))
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(70);
+    if log_y {
+        let pos: Vec<f64> = ys.filter(|v| *v > 0.0).collect();
+        let lo = pos.iter().copied().fold(f64::INFINITY, f64::min);
+        let hi = pos.iter().copied().fold(0f64, f64::max);
+        let (lo, hi) = if lo.is_finite() && hi > 0.0 {
+            (lo * 0.8, hi * 1.25)
+        } else {
+            (1e-3, 1.0)
+        };
+        let mut chart = builder
+            .build_cartesian_2d(x0..x1, (lo..hi).log_scale())
+            .map_err(|e| e.to_string())?;
+        chart
+            .configure_mesh()
+            .x_desc(x_label)
+            .y_desc(format!("{y_label} (log)"))
+            .draw()
+            .map_err(|e| e.to_string())?;
+        for (x, _) in marks {
+            chart
+                .draw_series(LineSeries::new(vec![(*x, lo), (*x, hi)], BLACK.mix(0.4)))
+                .map_err(|e| e.to_string())?;
+        }
+        for s in series {
+            let c = rgb(s.color);
+            chart
+                .draw_series(LineSeries::new(
+                    s.points.iter().filter(|p| p[1] > 0.0).map(|p| (p[0], p[1])),
+                    c.stroke_width(2),
+                ))
+                .map_err(|e| e.to_string())?
+                .label(s.name.clone())
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], c));
+        }
+        chart
+            .configure_series_labels()
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK)
+            .draw()
+            .map_err(|e| e.to_string())?;
+        return Ok(());
+    }
+    let (y0, y1) = bounds(ys);
+    let mut chart = builder
+        .build_cartesian_2d(x0..x1, y0..y1)
+        .map_err(|e| e.to_string())?;
+    chart
+        .configure_mesh()
+        .x_desc(x_label)
+        .y_desc(y_label)
+        .draw()
+        .map_err(|e| e.to_string())?;
+    for (x, _) in marks {
+        chart
+            .draw_series(LineSeries::new(vec![(*x, y0), (*x, y1)], BLACK.mix(0.4)))
+            .map_err(|e| e.to_string())?;
+    }
+    for (name, y, color) in references {
+        let c = rgb(*color);
+        chart
+            .draw_series(DashedLineSeries::new(
+                vec![(x0, *y), (x1, *y)],
+                6,
+                4,
+                c.stroke_width(1),
+            ))
+            .map_err(|e| e.to_string())?
+            .label(name.clone())
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], c));
+    }
+    for s in series {
+        let c = rgb(s.color);
+        chart
+            .draw_series(LineSeries::new(
+                s.points.iter().map(|p| (p[0], p[1])),
+                c.stroke_width(2),
+            ))
+            .map_err(|e| e.to_string())?
+            .label(s.name.clone())
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], c));
+    }
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .draw()
+        .map_err(|e| e.to_string())?;
+    Ok(())
+}
+
+fn draw_scatter<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    title: &str,
+    points: &[[f32; 2]],
+    colors: &[[u8; 3]],
+    centroids: &[[f32; 2]],
+    trajectories: &[Vec<[f32; 2]>],
+    legend: &[(String, [u8; 3])],
+) -> DrawResult {
+    let all = || points.iter().chain(centroids);
+    let (x0, x1) = bounds(all().map(|p| f64::from(p[0])));
+    let (y0, y1) = bounds(all().map(|p| f64::from(p[1])));
+    let mut chart = ChartBuilder::on(root)
+        .caption(title, ("sans-serif", 22))
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(60)
+        .build_cartesian_2d(x0..x1, y0..y1)
+        .map_err(|e| e.to_string())?;
+    chart
+        .configure_mesh()
+        .x_desc("component 1")
+        .y_desc("component 2")
+        .draw()
+        .map_err(|e| e.to_string())?;
+    chart
+        .draw_series(points.iter().zip(colors).map(|(p, c)| {
+            Circle::new(
+                (f64::from(p[0]), f64::from(p[1])),
+                2,
+                rgb(*c).mix(0.6).filled(),
+            )
+        }))
+        .map_err(|e| e.to_string())?;
+    for t in trajectories {
+        chart
+            .draw_series(LineSeries::new(
+                t.iter().map(|p| (f64::from(p[0]), f64::from(p[1]))),
+                BLACK.stroke_width(1),
+            ))
+            .map_err(|e| e.to_string())?;
+    }
+    chart
+        .draw_series(
+            centroids
+                .iter()
+                .map(|p| Cross::new((f64::from(p[0]), f64::from(p[1])), 7, BLACK.stroke_width(3))),
+        )
+        .map_err(|e| e.to_string())?;
+    for (name, c) in legend {
+        let c = rgb(*c);
+        chart
+            .draw_series(std::iter::empty::<Circle<(f64, f64), i32>>())
+            .map_err(|e| e.to_string())?
+            .label(name.clone())
+            .legend(move |(x, y)| Circle::new((x + 8, y), 4, c.filled()));
+    }
+    if !legend.is_empty() {
+        chart
+            .configure_series_labels()
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK)
+            .draw()
+            .map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
+fn draw_images<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    title: &str,
+    images: &[(String, Vec<f32>)],
+    shape: [usize; 3],
+    columns: usize,
+) -> DrawResult {
+    let e = |x: DrawingAreaErrorKind<DB::ErrorType>| x.to_string();
+    let (w, h) = root.dim_in_pixel();
+    let area = root.titled(title, ("sans-serif", 22)).map_err(e)?;
+    let cols = columns.max(1).min(images.len().max(1));
+    let rows = images.len().div_ceil(cols).max(1);
+    let cell_w = (w as usize).saturating_sub(20) / cols;
+    let cell_h = (h as usize).saturating_sub(50) / rows;
+    let [ih, iw, ic] = shape;
+    let px = ((cell_w.saturating_sub(6)) / iw.max(1))
+        .min(cell_h.saturating_sub(22) / ih.max(1))
+        .max(1);
+    for (n, (caption, pix)) in images.iter().enumerate() {
+        let (r, c) = (n / cols, n % cols);
+        let ox = 10 + c * cell_w;
+        let oy = 10 + r * cell_h;
+        for y in 0..ih {
+            for x in 0..iw {
+                let at = (y * iw + x) * ic;
+                let v = |k: usize| {
+                    (pix.get(at + k).copied().unwrap_or(0.0).clamp(0.0, 1.0) * 255.0) as u8
+                };
+                let color = if ic >= 3 {
+                    RGBColor(v(0), v(1), v(2))
+                } else {
+                    let g = v(0);
+                    RGBColor(g, g, g)
+                };
+                let x0 = (ox + x * px) as i32;
+                let y0 = (oy + y * px) as i32;
+                area.draw(&Rectangle::new(
+                    [(x0, y0), (x0 + px as i32, y0 + px as i32)],
+                    color.filled(),
+                ))
+                .map_err(e)?;
+            }
+        }
+        area.draw(&Text::new(
+            caption.clone(),
+            (ox as i32, (oy + ih * px + 4) as i32),
+            ("sans-serif", 14),
+        ))
+        .map_err(e)?;
+    }
+    Ok(())
+}
+
+fn draw_heatmap<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    title: &str,
+    rows: &[String],
+    cols: &[String],
+    values: &[f64],
+    annotate: bool,
+) -> DrawResult {
+    let e = |x: DrawingAreaErrorKind<DB::ErrorType>| x.to_string();
+    let area = root.titled(title, ("sans-serif", 22)).map_err(e)?;
+    let (w, h) = area.dim_in_pixel();
+    let (nr, nc) = (rows.len().max(1), cols.len().max(1));
+    let left = 70usize;
+    let top = 30usize;
+    let cw = (w as usize).saturating_sub(left + 10) / nc;
+    let ch = (h as usize).saturating_sub(top + 10) / nr;
+    let (lo, hi) = bounds(values.iter().copied());
+    for (j, c) in cols.iter().enumerate() {
+        area.draw(&Text::new(
+            c.clone(),
+            ((left + j * cw + cw / 2) as i32 - 6, 8),
+            ("sans-serif", 13),
+        ))
+        .map_err(e)?;
+    }
+    for (i, r) in rows.iter().enumerate() {
+        area.draw(&Text::new(
+            r.clone(),
+            (6, (top + i * ch + ch / 2) as i32 - 6),
+            ("sans-serif", 13),
+        ))
+        .map_err(e)?;
+        for j in 0..nc {
+            let v = values.get(i * nc + j).copied().unwrap_or(0.0);
+            let t = ((v - lo) / (hi - lo)).clamp(0.0, 1.0);
+            let shade = (255.0 * (1.0 - 0.85 * t)) as u8;
+            let color = RGBColor(shade, shade, 255);
+            let x0 = (left + j * cw) as i32;
+            let y0 = (top + i * ch) as i32;
+            area.draw(&Rectangle::new(
+                [(x0, y0), (x0 + cw as i32 - 1, y0 + ch as i32 - 1)],
+                color.filled(),
+            ))
+            .map_err(e)?;
+            if annotate {
+                let txt = if v.fract() == 0.0 {
+                    format!("{v:.0}")
+                } else {
+                    format!("{v:.2}")
+                };
+                area.draw(&Text::new(
+                    txt,
+                    (x0 + 3, y0 + ch as i32 / 2 - 6),
+                    ("sans-serif", 12),
+                ))
+                .map_err(e)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lines() -> Figure {
+        Figure::Lines {
+            title: "loss".into(),
+            x_label: "epoch".into(),
+            y_label: "value".into(),
+            series: vec![Series {
+                name: "E1".into(),
+                color: category_color(0),
+                points: (0..50)
+                    .map(|i| [f64::from(i), 1.0 / (1.0 + f64::from(i))])
+                    .collect(),
+            }],
+            marks: vec![(10.0, "alpha".into())],
+            references: vec![("paper".into(), 0.5, [0, 0, 0])],
+            log_y: false,
+        }
+    }
+
+    #[test]
+    fn png_has_requested_size_and_is_not_blank() {
+        let png = render_png(&lines(), 640, 400).expect("png");
+        let img = image::load_from_memory(&png).expect("decode").to_rgb8();
+        assert_eq!(img.dimensions(), (640, 400));
+        let dark = img.pixels().filter(|p| p.0[0] < 128).count();
+        assert!(dark > 500, "only {dark} dark pixels");
+    }
+
+    #[test]
+    fn svg_is_a_document_with_the_title() {
+        let svg = render_svg(&lines(), 500, 300).expect("svg");
+        assert!(svg.starts_with("<svg") && svg.contains("width=\"500\""));
+        assert!(svg.contains("loss"));
+    }
+
+    #[test]
+    fn bad_size_is_an_error() {
+        assert!(render_png(&lines(), 10, 400).is_err());
+    }
+}
