@@ -47,6 +47,9 @@ pub struct GuiArgs {
     /// Ignore the stored settings.
     #[arg(long)]
     pub fresh: bool,
+    /// Frame-time benchmark with one training step only (the cost of drawing alone).
+    #[arg(long)]
+    pub bench_idle: bool,
 }
 
 fn parse_tab(s: &str) -> Result<crate::app::Tab, String> {
@@ -292,6 +295,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
             frame_bench: g.frame_bench,
             bench_seconds: g.bench_seconds,
             fresh: g.fresh,
+            bench_idle: g.bench_idle,
         });
     };
     match command {

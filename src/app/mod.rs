@@ -364,6 +364,8 @@ pub struct LaunchOptions {
     pub bench_seconds: f64,
     /// Ignore stored settings (start from the defaults).
     pub fresh: bool,
+    /// Frame benchmark without training (rendering cost alone).
+    pub bench_idle: bool,
 }
 
 /// Something the UI asked for; carried out after the frame's UI.
@@ -550,6 +552,7 @@ pub struct ExplorerApp {
     launch: LaunchOptions,
     screenshot_state: u8,
     frame_times: Vec<f64>,
+    ui_times: Vec<f64>,
     bench_started: Option<Instant>,
     last_frame: Option<Instant>,
     gemm_gflops: Arc<Mutex<Option<f64>>>,
@@ -562,13 +565,26 @@ pub struct ExplorerApp {
 
 /// Opens the explorer window (blocking until it closes).
 pub fn run_native(launch: LaunchOptions) -> anyhow::Result<()> {
-    let opts = eframe::NativeOptions {
+    let mut opts = eframe::NativeOptions {
         viewport: egui::ViewportBuilder::default()
             .with_inner_size([1280.0, 800.0])
             .with_min_inner_size([800.0, 500.0])
             .with_title("AE-CM explorer")
             .with_drag_and_drop(true),
         ..Default::default()
+    };
+    // the renderer: wgpu (shares burn's wgpu) or OpenGL (glow), which is much faster than wgpu
+    // on a software Vulkan driver (Mesa lavapipe) when there is no GPU
+    opts.renderer = match std::env::var("AECM_RENDERER").as_deref() {
+        Ok("glow") => eframe::Renderer::Glow,
+        Ok("wgpu") => eframe::Renderer::Wgpu,
+        _ => {
+            if crate::device::adapters().iter().any(|a| !a.is_cpu) {
+                eframe::Renderer::Wgpu
+            } else {
+                eframe::Renderer::Glow
+            }
+        }
     };
     eframe::run_native(
         "aecm-explorer",
@@ -615,6 +631,7 @@ impl ExplorerApp {
             launch,
             screenshot_state: 0,
             frame_times: Vec::new(),
+            ui_times: Vec::new(),
             bench_started: None,
             last_frame: None,
             gemm_gflops: Arc::new(Mutex::new(None)),
@@ -1273,7 +1290,7 @@ impl ExplorerApp {
         if !r.term_names.is_empty() {
             series.push(Series {
                 name: "total".into(),
-                color: [20, 20, 20],
+                color: [150, 150, 150],
                 points: total,
             });
         }
@@ -2683,7 +2700,12 @@ impl ExplorerApp {
         if let Some(path) = self.launch.frame_bench.clone() {
             let now = Instant::now();
             if self.bench_started.is_none() && self.data.is_some() {
-                self.apply(Action::Train);
+                if self.launch.bench_idle {
+                    // one snapshot so the projection shows its 10,000 points, no training
+                    self.apply(Action::StepBatch);
+                } else {
+                    self.apply(Action::Train);
+                }
                 self.bench_started = Some(now);
             }
             if let Some(t0) = self.bench_started {
@@ -2700,11 +2722,20 @@ impl ExplorerApp {
                             .copied()
                             .unwrap_or(0.0)
                     };
+                    let mut u = self.ui_times.clone();
+                    u.sort_by(f64::total_cmp);
+                    let qu = |p: f64| {
+                        u.get(((u.len() as f64 - 1.0) * p).round() as usize)
+                            .copied()
+                            .unwrap_or(0.0)
+                    };
                     let report = serde_json::json!({
                         "frames": v.len(),
                         "median_ms": q(0.5),
                         "p95_ms": q(0.95),
                         "max_ms": q(1.0),
+                        "ui_median_ms": qu(0.5),
+                        "ui_p95_ms": qu(0.95),
                         "points_shown": self.scatter.drawn,
                         "steps": self.run.steps,
                         "model": self.model_name(),
@@ -2735,6 +2766,7 @@ impl eframe::App for ExplorerApp {
     }
 
     fn ui(&mut self, ui: &mut egui::Ui, _frame: &mut eframe::Frame) {
+        let t_ui = Instant::now();
         let mut acts = Vec::new();
         egui::Panel::bottom("status").show(ui, |ui| {
             ui.horizontal(|ui| {
@@ -2760,6 +2792,9 @@ impl eframe::App for ExplorerApp {
         });
         for a in acts {
             self.apply(a);
+        }
+        if self.bench_started.is_some() {
+            self.ui_times.push(t_ui.elapsed().as_secs_f64() * 1e3);
         }
     }
 

@@ -131,6 +131,7 @@ impl Trainer {
             _ => Phase::Train,
         };
         let n_params = params.len();
+        let host_adam = device == Device::flex();
         let weights = cfg.weights();
         let lr = cfg.lr;
         let eps = cfg.adam_eps;
@@ -143,7 +144,7 @@ impl Trainer {
             x,
             z_frozen: None,
             params,
-            adam: Adam::new(n_params, eps),
+            adam: Adam::new(n_params, eps).with_host_update(host_adam),
             rng: rng(seed, 2),
             weights,
             lr,
@@ -299,11 +300,13 @@ impl Trainer {
                 let km = baselines::kmeans(&dd, self.arch.k, 20, &mut r);
                 set_cm_params(&mut self.params, &self.arch, &km.centres, &self.device);
                 self.z_frozen = Some(z);
-                self.adam = Adam::new(self.params.len(), self.cfg.adam_eps);
+                self.adam = Adam::new(self.params.len(), self.cfg.adam_eps)
+                    .with_host_update(self.device == Device::flex());
             }
             if self.phase == Phase::CmPretrain && next == Phase::Train {
                 self.z_frozen = None;
-                self.adam = Adam::new(self.params.len(), self.cfg.adam_eps);
+                self.adam = Adam::new(self.params.len(), self.cfg.adam_eps)
+                    .with_host_update(self.device == Device::flex());
             }
             if next == Phase::Averaging {
                 self.avg_sum = None;
