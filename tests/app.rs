@@ -210,5 +210,9 @@ fn exports_and_saved_runs() {
         Some(2000),
         "the old data stays"
     );
-    let _ = std::fs::remove_dir_all(&dir);
+    if std::env::var_os("AECM_KEEP_EXPORTS").is_none() {
+        let _ = std::fs::remove_dir_all(&dir);
+    } else {
+        eprintln!("exports kept in {}", dir.display());
+    }
 }

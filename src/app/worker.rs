@@ -427,9 +427,7 @@ impl Worker {
     fn snapshot(&mut self, t: &Trainer) -> Snapshot {
         let started = Instant::now();
         let data = t.data();
-        let (assignments, lsp) = t.predict();
-        let embedding = (t.arch().kind == crate::model::NetKind::AeCm)
-            .then(|| HostMat::from_tensor(&t.embed_all()));
+        let (assignments, lsp, embedding) = t.predict_embed();
         let (space, p) = match &embedding {
             Some(e) => (&e.data[..], e.cols),
             None => (&data.x[..], data.d),

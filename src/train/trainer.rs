@@ -523,6 +523,17 @@ impl Trainer {
 
     /// Predicted clusters (argmax gamma) of all samples and L_sp = E2 + E3 over the whole data set.
     pub fn predict(&self) -> (Vec<u32>, f64) {
+        let (labels, lsp, _) = self.predict_inner(false);
+        (labels, lsp)
+    }
+
+    /// [`Self::predict`] plus the embedding of every sample (`N x p`; AE-CM only, else `None`),
+    /// from one pass of the encoder.
+    pub fn predict_embed(&self) -> (Vec<u32>, f64, Option<HostMat>) {
+        self.predict_inner(self.arch.kind == NetKind::AeCm)
+    }
+
+    fn predict_inner(&self, keep_z: bool) -> (Vec<u32>, f64, Option<HostMat>) {
         let net = Net {
             arch: &self.arch,
             params: &self.params,
@@ -531,8 +542,12 @@ impl Trainer {
         let u = net.centroids();
         let mut labels = Vec::with_capacity(n);
         let mut lsp = 0f64;
+        let mut zs = Vec::new();
         for s in (0..n).step_by(8192) {
             let z = net.encode(self.x.clone().narrow(0, s, (n - s).min(8192)));
+            if keep_z {
+                zs.push(z.clone());
+            }
             let (g, _) = net.cm(z);
             let (e2, e3) = e2_e3(&g, &u);
             lsp += to_f32(e2 + e3).first().copied().map_or(0.0, f64::from);
@@ -546,7 +561,8 @@ impl Trainer {
                     .map(|v| v as u32),
             );
         }
-        (labels, lsp)
+        let z = (keep_z && !zs.is_empty()).then(|| HostMat::from_tensor(&Tensor::cat(zs, 0)));
+        (labels, lsp, z)
     }
 
     fn evaluate(&self) -> (Option<Scores>, Option<f64>) {
