@@ -108,6 +108,28 @@ fn parse_terms(s: &str) -> Result<[bool; 4], String> {
     Ok(t)
 }
 
+/// Hidden layer widths (possibly none).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Hidden(pub Vec<usize>);
+
+fn parse_hidden(s: &str) -> Result<Hidden, String> {
+    if s.trim().is_empty() || s == "none" {
+        return Ok(Hidden(vec![]));
+    }
+    s.split(',')
+        .map(|p| {
+            p.trim()
+                .parse::<usize>()
+                .ok()
+                .filter(|&v| v > 0)
+                .ok_or_else(|| {
+                    format!("'{p}': expected positive layer widths like 500,500,2000, or none")
+                })
+        })
+        .collect::<Result<Vec<_>, _>>()
+        .map(Hidden)
+}
+
 fn parse_header(s: &str) -> Result<Header, String> {
     match s {
         "auto" => Ok(Header::Auto),
@@ -208,9 +230,10 @@ pub struct TrainArgs {
     /// Initialisation: random or pretrained.
     #[arg(long, default_value = "random")]
     pub init: Init,
-    /// Encoder hidden widths (the decoder mirrors them).
-    #[arg(long, value_delimiter = ',')]
-    pub hidden: Option<Vec<usize>>,
+    /// Encoder hidden widths (the decoder mirrors them), e.g. 500,500,2000; `none` for a single
+    /// linear layer to the embedding (the paper's UCI networks, d-2K-d).
+    #[arg(long, value_parser = parse_hidden)]
+    pub hidden: Option<Hidden>,
     /// Embedding dimension.
     #[arg(long)]
     pub embed: Option<usize>,
@@ -411,7 +434,7 @@ pub fn build_config(a: &TrainArgs, ds: &data::Dataset) -> anyhow::Result<TrainCo
         c.lr = v;
     }
     if let Some(v) = &a.hidden {
-        c.hidden = v.clone();
+        c.hidden = v.0.clone();
     }
     if let Some(v) = a.embed {
         c.embed = v;
