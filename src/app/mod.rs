@@ -42,7 +42,7 @@ pub enum DataSource {
 pub enum AppPreset {
     /// CM with the paper's alpha and batch for this data set.
     CmPaper,
-    /// A small pre-trained AE-CM that shows clusters within a minute on a CPU.
+    /// A small AE-CM (hidden 256-64) that shows clusters within a minute on a CPU.
     AecmLight,
     /// The paper's AE-CM network (500-500-2000) and settings: slow on a CPU.
     AecmPaper,
@@ -68,7 +68,7 @@ impl AppPreset {
     pub fn label(self) -> &'static str {
         match self {
             Self::CmPaper => "CM (paper settings)",
-            Self::AecmLight => "AE-CM light (pre-trained, fast)",
+            Self::AecmLight => "AE-CM light (256-64, ~1 min)",
             Self::AecmPaper => "AE-CM (paper network)",
             Self::Kmeans => "k-means baseline",
             Self::Gmm => "GMM baseline",
@@ -267,13 +267,13 @@ impl Settings {
                 self.batch = b;
             }
             AppPreset::AecmLight => {
+                // measured on the 10,000 MNIST digits, 2 cores: ARI 20.6 after 10 epochs (8 s),
+                // 33 after 50 (40 s); AE-CM+KM 44 at the end (100 epochs, 74 s)
                 self.model = ModelKind::Aecm;
-                self.init = Init::Pretrained;
+                self.init = Init::Random;
                 self.hidden = "256,64".into();
                 self.embed = 10;
-                self.epochs = 30;
-                self.pretrain_epochs = 15;
-                self.cm_pretrain_epochs = 5;
+                self.epochs = 100;
                 self.batch = 256;
                 self.lr = 1e-3;
                 let (_, beta, alpha, _) = paper.map_or((10, 1.0, 10.0, 256), |p| p.aecm);
