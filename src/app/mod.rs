@@ -565,6 +565,11 @@ pub struct ExplorerApp {
 
 /// Opens the explorer window (blocking until it closes).
 pub fn run_native(launch: LaunchOptions) -> anyhow::Result<()> {
+    // the CPU backend's worker threads (matrix products) run at a lower priority than the window
+    let _ = rayon::ThreadPoolBuilder::new()
+        .start_handler(|_| worker::lower_priority())
+        .thread_name(|i| format!("aecm-compute-{i}"))
+        .build_global();
     let mut opts = eframe::NativeOptions {
         viewport: egui::ViewportBuilder::default()
             .with_inner_size([1280.0, 800.0])

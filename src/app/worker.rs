@@ -169,6 +169,7 @@ impl WorkerHandle {
         let join = std::thread::Builder::new()
             .name("aecm-trainer".into())
             .spawn(move || {
+                lower_priority();
                 let mut w = Worker::new(etx, wake);
                 if let Err(e) = w.main(cfg, &data, device, crx) {
                     w.send(WorkerEvent::Error(e));
@@ -231,10 +232,10 @@ impl Worker {
     }
 
     /// Sends an event (blocking when the UI is far behind: back-pressure) and wakes the UI at
-    /// most every 15 ms.
+    /// most every 33 ms.
     fn send(&mut self, e: WorkerEvent) {
         let _ = self.tx.send(e);
-        if self.last_wake.elapsed() > Duration::from_millis(15) {
+        if self.last_wake.elapsed() > Duration::from_millis(33) {
             (self.wake)();
             self.last_wake = Instant::now();
         }
@@ -538,6 +539,18 @@ impl Worker {
             }
         }
         Ok(())
+    }
+}
+
+/// Lowers the calling thread's scheduling priority (Linux: nice 10) so that drawing the window
+/// keeps its share of the CPU while training uses the rest.
+pub fn lower_priority() {
+    #[cfg(target_os = "linux")]
+    // SAFETY: plain system calls on the calling thread's own id; failure only leaves the
+    // priority unchanged.
+    unsafe {
+        let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
+        let _ = libc::setpriority(libc::PRIO_PROCESS, tid, 10);
     }
 }
 
