@@ -50,6 +50,9 @@ pub struct GuiArgs {
     /// Frame-time benchmark with one training step only (the cost of drawing alone).
     #[arg(long)]
     pub bench_idle: bool,
+    /// Frame-time benchmark on this data (file or folder, pixels /255), e.g. ../shared/data/mnist.
+    #[arg(long)]
+    pub bench_data: Option<String>,
 }
 
 fn parse_tab(s: &str) -> Result<crate::app::Tab, String> {
@@ -319,6 +322,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
             bench_seconds: g.bench_seconds,
             fresh: g.fresh,
             bench_idle: g.bench_idle,
+            bench_data: g.bench_data,
         });
     };
     match command {

@@ -366,6 +366,8 @@ pub struct LaunchOptions {
     pub fresh: bool,
     /// Frame benchmark without training (rendering cost alone).
     pub bench_idle: bool,
+    /// Frame benchmark on this data set (file or folder) instead of the embedded sample.
+    pub bench_data: Option<String>,
 }
 
 /// Something the UI asked for; carried out after the frame's UI.
@@ -618,6 +620,10 @@ impl ExplorerApp {
             settings = Settings::default();
             settings.apply_preset(AppPreset::AecmLight, "mnist10k", 10);
             settings.tab = Tab::Projection;
+            if let Some(p) = &launch.bench_data {
+                settings.source = DataSource::Path(p.clone());
+                settings.preprocess = Preprocess::Scale255;
+            }
         }
         let mut app = Self {
             settings,
@@ -2704,7 +2710,13 @@ impl ExplorerApp {
         // --frame-bench: train AE-CM, show the projection, record frame times
         if let Some(path) = self.launch.frame_bench.clone() {
             let now = Instant::now();
-            if self.bench_started.is_none() && self.data.is_some() {
+            let wanted = match &self.launch.bench_data {
+                Some(_) => {
+                    self.job.is_none() && self.data.as_ref().is_some_and(|d| d.name != "mnist10k")
+                }
+                None => self.data.is_some(),
+            };
+            if self.bench_started.is_none() && wanted {
                 if self.launch.bench_idle {
                     // one snapshot so the projection shows its 10,000 points, no training
                     self.apply(Action::StepBatch);
@@ -2742,6 +2754,7 @@ impl ExplorerApp {
                         "ui_median_ms": qu(0.5),
                         "ui_p95_ms": qu(0.95),
                         "points_shown": self.scatter.drawn,
+                        "data": self.data.as_ref().map(|d| format!("{} ({} x {})", d.name, d.n, d.d)),
                         "steps": self.run.steps,
                         "model": self.model_name(),
                         "device": self.run.device,
