@@ -224,6 +224,9 @@ pub struct TrainArgs {
     /// Adam epsilon.
     #[arg(long, default_value_t = 1e-3)]
     pub adam_eps: f64,
+    /// Adam epsilon of the autoencoder pre-training (AE-CM pretrained, AE-KM).
+    #[arg(long, default_value_t = 1e-7)]
+    pub pretrain_adam_eps: f64,
     /// Seed (initialisation and shuffling).
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
@@ -447,6 +450,7 @@ pub fn build_config(a: &TrainArgs, ds: &data::Dataset) -> anyhow::Result<TrainCo
         c.cm_terms = v;
     }
     c.adam_eps = a.adam_eps;
+    c.pretrain_adam_eps = a.pretrain_adam_eps;
     c.seed = a.seed;
     c.init = a.init;
     c.restarts = a.restarts;

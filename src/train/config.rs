@@ -110,6 +110,11 @@ pub struct TrainConfig {
     pub lr: f64,
     /// Adam epsilon.
     pub adam_eps: f64,
+    /// Adam epsilon of the autoencoder pre-training (Keras' default 1e-7: ALGORITHM.md fixes 1e-3
+    /// for training CM and AE-CM, not for the plain DAE, which barely learns with 1e-3 on a
+    /// mean-squared error).
+    #[serde(default = "default_pretrain_eps")]
+    pub pretrain_adam_eps: f64,
     /// Seed of initialisation and shuffling.
     pub seed: u64,
     /// Initialisation.
@@ -136,6 +141,10 @@ pub struct TrainConfig {
     pub step_events: bool,
 }
 
+fn default_pretrain_eps() -> f64 {
+    1e-7
+}
+
 impl Default for TrainConfig {
     fn default() -> Self {
         Self {
@@ -148,6 +157,7 @@ impl Default for TrainConfig {
             epochs: 150,
             lr: 1e-3,
             adam_eps: 1e-3,
+            pretrain_adam_eps: 1e-7,
             seed: 0,
             init: Init::Random,
             hidden: vec![500, 500, 2000],
@@ -242,6 +252,12 @@ impl TrainConfig {
             return Err(AecmError::config(
                 "lr",
                 format!("must be a finite number > 0, got {}", c.lr),
+            ));
+        }
+        if !c.pretrain_adam_eps.is_finite() || c.pretrain_adam_eps <= 0.0 {
+            return Err(AecmError::config(
+                "pretrain-adam-eps",
+                "must be a finite number > 0",
             ));
         }
         if !c.adam_eps.is_finite() || c.adam_eps <= 0.0 {
