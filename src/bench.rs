@@ -189,16 +189,19 @@ pub fn run_case(
     })
 }
 
-/// One full training epoch on a real data set (seconds), with the case's shapes.
+/// One full training epoch on a real data set, with the case's shapes, followed by the
+/// evaluation the trainer does after an epoch (predictions, metrics, L_sp on all samples):
+/// returns (epoch seconds including evaluation, evaluation seconds).
 pub fn real_epoch(
     c: &BenchCase,
     ds: &crate::data::Dataset,
     device: &Device,
     device_name: &str,
-) -> crate::Result<f64> {
+) -> crate::Result<(f64, f64)> {
     use crate::train::Trainer;
     let mut cfg = case_config(c);
     cfg.clusters = c.k;
+    cfg.eval_every = 1;
     let mut t = Trainer::new(
         cfg.check(ds.n, ds.d)?,
         ds.clone(),
@@ -210,7 +213,8 @@ pub fn real_epoch(
     while t.history().is_empty() {
         t.step(&mut sink)?;
     }
-    Ok(start.elapsed().as_secs_f64())
+    let eval = t.history().first().map_or(0.0, |h| h.eval_seconds);
+    Ok((start.elapsed().as_secs_f64(), eval))
 }
 
 /// Peak resident memory of this process so far (Linux `VmHWM`), in MiB.

@@ -204,6 +204,12 @@ impl Net<'_> {
         self.params[c + 2].clone() + self.params[c + 3].clone()
     }
 
+    /// Responsibilities only (`B x p -> B x K`), without the CM's reconstruction (for prediction).
+    pub fn gamma(&self, z: Tensor<2>) -> Tensor<2> {
+        let c = self.cm_index();
+        softmax(self.dense(c / 2, z), 1)
+    }
+
     /// Clustering module on an embedding `z` (`B x p`): gamma (`B x K`) and z_hat (`B x p`).
     pub fn cm(&self, z: Tensor<2>) -> (Tensor<2>, Tensor<2>) {
         let c = self.cm_index();

@@ -24,6 +24,9 @@ pub struct EpochRecord {
     pub lsp: Option<f64>,
     /// Wall time of the epoch (training and evaluation).
     pub seconds: f64,
+    /// Part of `seconds` spent evaluating (metrics and L_sp on the whole data set).
+    #[serde(default)]
+    pub eval_seconds: f64,
 }
 
 /// Something that happened during training.

@@ -492,7 +492,9 @@ impl Trainer {
         let eval = self.cfg.eval_every > 0
             && epoch.is_multiple_of(self.cfg.eval_every)
             && phase != Phase::Averaging;
+        let eval_start = Instant::now();
         let (sc, lsp) = if eval { self.evaluate() } else { (None, None) };
+        let eval_s = eval_start.elapsed().as_secs_f64();
         let rec = EpochRecord {
             epoch,
             phase: phase.name().into(),
@@ -502,6 +504,7 @@ impl Trainer {
             scores: sc,
             lsp,
             seconds: self.epoch_start.elapsed().as_secs_f64(),
+            eval_seconds: eval_s,
         };
         sink.event(&Event::Epoch(rec.clone()));
         self.history.push(rec);
@@ -552,7 +555,7 @@ impl Trainer {
             if keep_z {
                 zs.push(z.clone());
             }
-            let (g, _) = net.cm(z);
+            let g = net.gamma(z);
             let (e2, e3) = e2_e3(&g, &u);
             lsp += to_f32(e2 + e3).first().copied().map_or(0.0, f64::from);
             let am = g.argmax(1);
