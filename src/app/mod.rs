@@ -2266,6 +2266,12 @@ impl ExplorerApp {
             ui.label("Press Train: the loss terms appear here, per step and per epoch.");
             return;
         }
+        if self.settings.loss_per_step {
+            ui.small(
+                "Terms are sums over the mini-batch (as in the paper): the shorter last batch of \
+                 each epoch shows as a dip.",
+            );
+        }
         lines_plot_ui(ui, "loss-plot", &self.loss_figure(), self.settings.log_y);
     }
 
