@@ -2343,36 +2343,42 @@ impl ExplorerApp {
         {
             ui.small(format!("UMAP computed at step {s} (recompute to update)"));
         }
-        let Some(points) = self.projection_points().map(<[_]>::to_vec) else {
+        if self.projection_points().is_none() {
             ui.label("Press Train (or Step) to see the data and the centroids.");
             return acts;
-        };
-        let colors = self.point_colors();
-        let umap = self.settings.umap && self.run.umap.is_some();
-        let (cents, traj) = match (&self.run.snapshot, umap) {
-            (Some(s), false) => (
-                s.centroid_coords.clone(),
-                if self.settings.trajectories {
-                    self.run.trajectories.clone()
-                } else {
-                    vec![]
-                },
-            ),
-            _ => (vec![], vec![]),
-        };
+        }
         let version = self.run.version * 4
             + u64::from(self.settings.color_by_label) * 2
             + u64::from(self.settings.umap);
-        let hover = self.scatter.ui(
-            ui,
-            &ScatterData {
-                points: &points,
-                colors: &colors,
-                centroids: &cents,
-                trajectories: &traj,
-                version,
-            },
-        );
+        // the view is moved out for the call so the points can be borrowed, not copied
+        let mut scatter = std::mem::take(&mut self.scatter);
+        let hover = {
+            let points = self.projection_points().unwrap_or(&[]);
+            let colors = self.point_colors();
+            let umap = self.settings.umap && self.run.umap.is_some();
+            let (cents, traj): (&[[f32; 2]], &[Vec<[f32; 2]>]) = match (&self.run.snapshot, umap) {
+                (Some(s), false) => (
+                    &s.centroid_coords,
+                    if self.settings.trajectories {
+                        &self.run.trajectories
+                    } else {
+                        &[]
+                    },
+                ),
+                _ => (&[], &[]),
+            };
+            scatter.ui(
+                ui,
+                &ScatterData {
+                    points,
+                    colors: &colors,
+                    centroids: cents,
+                    trajectories: traj,
+                    version,
+                },
+            )
+        };
+        self.scatter = scatter;
         if let Some(h) = hover {
             self.hover_ui(ui, h.index);
         }

@@ -7,7 +7,7 @@ use crate::device::{self, DeviceChoice};
 use crate::metrics::{Scores, scores};
 use crate::model::HostMat;
 use crate::projection::Pca;
-use crate::train::{Event, ModelKind, TrainConfig, Trainer, run_baseline};
+use crate::train::{Event, TrainConfig, Trainer, run_baseline};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use std::sync::mpsc::{Receiver, SyncSender, TryRecvError, TrySendError, sync_channel};
@@ -443,12 +443,7 @@ impl Worker {
             None => (vec![[0.0; 2]; data.n], vec![[0.0; 2]; centroids.rows]),
         };
         let k = centroids.rows;
-        let mut sizes = vec![0usize; k];
-        for &a in &assignments {
-            if let Some(s) = sizes.get_mut(a as usize) {
-                *s += 1;
-            }
-        }
+        let sizes = cluster_sizes(&assignments, k);
         let sc = data.labels.as_ref().map(|l| scores(&assignments, l));
         let h = t.history();
         Snapshot {
@@ -502,12 +497,7 @@ impl Worker {
                         None => (vec![], vec![]),
                     };
                     let k = r.centroids.rows;
-                    let mut sizes = vec![0usize; k];
-                    for &a in &r.assignments {
-                        if let Some(s) = sizes.get_mut(a as usize) {
-                            *s += 1;
-                        }
-                    }
+                    let sizes = cluster_sizes(&r.assignments, k);
                     let snap = Snapshot {
                         step: 1,
                         epoch: 1,
@@ -554,7 +544,13 @@ pub fn lower_priority() {
     }
 }
 
-/// True for models trained step by step.
-pub fn is_stepwise(m: ModelKind) -> bool {
-    m.is_neural()
+/// Samples per cluster (`k` clusters).
+fn cluster_sizes(assignments: &[u32], k: usize) -> Vec<usize> {
+    let mut sizes = vec![0usize; k];
+    for &a in assignments {
+        if let Some(s) = sizes.get_mut(a as usize) {
+            *s += 1;
+        }
+    }
+    sizes
 }
