@@ -1,7 +1,7 @@
 //! Speed measurements shared by `aecm bench` and the explorer's cost estimate.
 
 use crate::train::{ModelKind, TrainConfig};
-use burn::tensor::{Device, Distribution, Tensor};
+use burn::tensor::{Device, Tensor};
 use std::time::Instant;
 
 /// Multiply-accumulates per sample of one forward pass of the network `cfg` describes on
@@ -28,12 +28,21 @@ pub fn flops_per_step(cfg: &TrainConfig, d: usize) -> f64 {
 /// The single-precision matrix-multiply rate of `device` in GFLOP/s: the median of `reps`
 /// timed `n x n` products (each read back to the host) after one warm-up product.
 pub fn gemm_gflops(device: &Device, n: usize, reps: usize) -> f64 {
-    let a = Tensor::<2>::random([n, n], Distribution::Default, device);
-    let b = Tensor::<2>::random([n, n], Distribution::Default, device);
+    // operands made on the host and uploaded: with `Tensor::random` on wgpu the timed products
+    // came out impossibly fast (thousands of GFLOP/s on a software rasteriser)
+    let mut r = crate::util::rng(0, 61);
+    let mut host = || -> Tensor<2> {
+        let v: Vec<f32> = (0..n * n)
+            .map(|_| crate::util::uniform(&mut r, 0.0, 1.0) as f32)
+            .collect();
+        Tensor::from_data(burn::tensor::TensorData::new(v, [n, n]), device)
+    };
+    let a = host();
+    let b = host();
     // read the whole product back: a reduced scalar let a fusing backend skip most of the work
     // (wgpu reported 2,000 GFLOP/s on a software rasteriser); the copy costs ~2% at 2048^3 on flex
     let sync = |t: Tensor<2>| {
-        let _ = t.into_data();
+        let _ = t.into_data().convert::<f32>().try_into_vec::<f32>();
     };
     sync(a.clone().matmul(b.clone()));
     let mut times: Vec<f64> = (0..reps.max(1))
