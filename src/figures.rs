@@ -3,6 +3,7 @@
 
 use crate::error::{AecmError, Result};
 use plotters::coord::Shift;
+use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 use std::sync::Once;
 
@@ -245,6 +246,12 @@ fn draw_lines<DB: DrawingBackend>(
         .margin(12)
         .x_label_area_size(40)
         .y_label_area_size(70);
+    let parts = LineParts {
+        x: (x0, x1),
+        series,
+        marks,
+        references,
+    };
     if log_y {
         let pos: Vec<f64> = ys.filter(|v| *v > 0.0).collect();
         let lo = pos.iter().copied().fold(f64::INFINITY, f64::min);
@@ -263,16 +270,65 @@ fn draw_lines<DB: DrawingBackend>(
             .y_desc(format!("{y_label} (log)"))
             .draw()
             .map_err(|e| e.to_string())?;
-        for (x, _) in marks {
+        // a log axis cannot show values <= 0: those points are left out
+        return parts.draw(&mut chart, (lo, hi), |y| y > 0.0);
+    }
+    let (y0, y1) = bounds(ys);
+    let mut chart = builder
+        .build_cartesian_2d(x0..x1, y0..y1)
+        .map_err(|e| e.to_string())?;
+    chart
+        .configure_mesh()
+        .x_desc(x_label)
+        .y_desc(y_label)
+        .draw()
+        .map_err(|e| e.to_string())?;
+    parts.draw(&mut chart, (y0, y1), |_| true)
+}
+
+/// What a line chart draws on its axes, whatever the y scale.
+struct LineParts<'a> {
+    x: (f64, f64),
+    series: &'a [Series],
+    marks: &'a [(f64, String)],
+    references: &'a [(String, f64, [u8; 3])],
+}
+
+impl LineParts<'_> {
+    /// Markers, dashed references, the curves (points kept by `keep_y`) and the legend.
+    fn draw<'c, DB: DrawingBackend + 'c, Y: Ranged<ValueType = f64>>(
+        &self,
+        chart: &mut ChartContext<'c, DB, Cartesian2d<RangedCoordf64, Y>>,
+        (y0, y1): (f64, f64),
+        keep_y: impl Fn(f64) -> bool,
+    ) -> DrawResult {
+        let (x0, x1) = self.x;
+        for (x, _) in self.marks {
             chart
-                .draw_series(LineSeries::new(vec![(*x, lo), (*x, hi)], BLACK.mix(0.4)))
+                .draw_series(LineSeries::new(vec![(*x, y0), (*x, y1)], BLACK.mix(0.4)))
                 .map_err(|e| e.to_string())?;
         }
-        for s in series {
+        for (name, y, color) in self.references.iter().filter(|r| keep_y(r.1)) {
+            let c = rgb(*color);
+            chart
+                .draw_series(DashedLineSeries::new(
+                    vec![(x0, *y), (x1, *y)],
+                    6,
+                    4,
+                    c.stroke_width(1),
+                ))
+                .map_err(|e| e.to_string())?
+                .label(name.clone())
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], c));
+        }
+        for s in self.series {
             let c = rgb(s.color);
             chart
                 .draw_series(LineSeries::new(
-                    s.points.iter().filter(|p| p[1] > 0.0).map(|p| (p[0], p[1])),
+                    s.points
+                        .iter()
+                        .filter(|p| keep_y(p[1]))
+                        .map(|p| (p[0], p[1])),
                     c.stroke_width(2),
                 ))
                 .map_err(|e| e.to_string())?
@@ -285,54 +341,8 @@ fn draw_lines<DB: DrawingBackend>(
             .border_style(BLACK)
             .draw()
             .map_err(|e| e.to_string())?;
-        return Ok(());
+        Ok(())
     }
-    let (y0, y1) = bounds(ys);
-    let mut chart = builder
-        .build_cartesian_2d(x0..x1, y0..y1)
-        .map_err(|e| e.to_string())?;
-    chart
-        .configure_mesh()
-        .x_desc(x_label)
-        .y_desc(y_label)
-        .draw()
-        .map_err(|e| e.to_string())?;
-    for (x, _) in marks {
-        chart
-            .draw_series(LineSeries::new(vec![(*x, y0), (*x, y1)], BLACK.mix(0.4)))
-            .map_err(|e| e.to_string())?;
-    }
-    for (name, y, color) in references {
-        let c = rgb(*color);
-        chart
-            .draw_series(DashedLineSeries::new(
-                vec![(x0, *y), (x1, *y)],
-                6,
-                4,
-                c.stroke_width(1),
-            ))
-            .map_err(|e| e.to_string())?
-            .label(name.clone())
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], c));
-    }
-    for s in series {
-        let c = rgb(s.color);
-        chart
-            .draw_series(LineSeries::new(
-                s.points.iter().map(|p| (p[0], p[1])),
-                c.stroke_width(2),
-            ))
-            .map_err(|e| e.to_string())?
-            .label(s.name.clone())
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], c));
-    }
-    chart
-        .configure_series_labels()
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .draw()
-        .map_err(|e| e.to_string())?;
-    Ok(())
 }
 
 fn draw_scatter<DB: DrawingBackend>(
@@ -554,6 +564,18 @@ mod tests {
         let svg = render_svg(&lines(), 500, 300).expect("svg");
         assert!(svg.starts_with("<svg") && svg.contains("width=\"500\""));
         assert!(svg.contains("loss"));
+    }
+
+    #[test]
+    fn log_scale_renders_and_drops_non_positive_values() {
+        let mut f = lines();
+        if let Figure::Lines { log_y, series, .. } = &mut f {
+            *log_y = true;
+            series[0].points.push([50.0, -1.0]);
+        }
+        let png = render_png(&f, 400, 300).expect("png");
+        let img = image::load_from_memory(&png).expect("decode");
+        assert_eq!((img.width(), img.height()), (400, 300));
     }
 
     #[test]
