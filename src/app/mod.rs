@@ -559,6 +559,7 @@ pub struct ExplorerApp {
     last_frame: Option<Instant>,
     gemm_gflops: Arc<Mutex<Option<f64>>>,
     shot: Arc<Mutex<Option<Arc<egui::ColorImage>>>>,
+    pixel_range: (f32, f32),
     save_pending: bool,
     ctx: egui::Context,
     /// Files written by exports (most recent last).
@@ -647,6 +648,7 @@ impl ExplorerApp {
             last_frame: None,
             gemm_gflops: Arc::new(Mutex::new(None)),
             shot: Arc::new(Mutex::new(None)),
+            pixel_range: (0.0, 1.0),
             save_pending: false,
             ctx: cc.egui_ctx.clone(),
             written: Vec::new(),
@@ -880,6 +882,12 @@ impl ExplorerApp {
             }
         );
         let (name, classes) = (ds.name.clone(), ds.n_classes());
+        let (lo, hi) =
+            ds.x.iter()
+                .fold((f32::INFINITY, f32::NEG_INFINITY), |(a, b), v| {
+                    (a.min(*v), b.max(*v))
+                });
+        self.pixel_range = if hi > lo { (lo, hi) } else { (0.0, 1.0) };
         self.data = Some(Arc::new(ds));
         let p = self.settings.preset;
         if p != AppPreset::Custom {
@@ -1605,16 +1613,10 @@ impl ExplorerApp {
         }
     }
 
+    /// Value range of the data (for drawing samples and centroids as images), computed once per
+    /// data set in [`Self::set_data`].
     fn pixel_range(&self) -> (f32, f32) {
-        let Some(d) = &self.data else {
-            return (0.0, 1.0);
-        };
-        let (lo, hi) =
-            d.x.iter()
-                .fold((f32::INFINITY, f32::NEG_INFINITY), |(a, b), v| {
-                    (a.min(*v), b.max(*v))
-                });
-        if hi > lo { (lo, hi) } else { (0.0, 1.0) }
+        self.pixel_range
     }
 
     /// Writes the tab's figure as `fmt` (`png` or `svg`) into the export folder, on a writer
