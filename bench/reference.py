@@ -1,9 +1,12 @@
 #!/usr/bin/env python3
 """PyTorch reference for `aecm bench`: the same CM / AE-CM training step (losses as sums over the
-batch, E4 on the batch mean, Adam with eps 1e-3), same shapes and batch sizes, on the CPU.
+batch, E4 on the batch mean, Adam with eps 1e-3), same shapes and batch sizes, on the CPU (default) or a CUDA GPU (`--device cuda`).
 
 Prints one JSON object: {"device", "threads", "torch", "cases": [{"name", "ms_per_step", ...}]}.
-Timing: warm-up steps excluded, median over repetitions of a block of steps.
+Timing: warm-up steps excluded, median over repetitions of a block of steps; each block ends by
+reading the loss back (and, on CUDA, synchronising). `--epoch` adds one timed epoch of AE-CM at
+the MNIST shape over 70,000 samples at batch 256 (after one warm-up epoch), as `aecm bench
+--data-dir` measures it.
 """
 import argparse
 import json
@@ -21,9 +24,17 @@ CASES = {
 }
 
 
+DEV = "cpu"
+
+
+def sync():
+    if DEV == "cuda":
+        torch.cuda.synchronize()
+
+
 def glorot(fan_in, fan_out):
     lim = (6.0 / (fan_in + fan_out)) ** 0.5
-    return (torch.rand(fan_in, fan_out) * 2 - 1) * lim
+    return (torch.rand(fan_in, fan_out, device=DEV) * 2 - 1) * lim
 
 
 def make_params(kind, d, hidden, p, k):
@@ -31,11 +42,11 @@ def make_params(kind, d, hidden, p, k):
     if kind == "aecm":
         widths = [d] + hidden + [p]
         for a, b in zip(widths[:-1], widths[1:]):
-            params += [glorot(a, b), torch.zeros(1, b)]
+            params += [glorot(a, b), torch.zeros(1, b, device=DEV)]
         rev = widths[::-1]
         for a, b in zip(rev[:-1], rev[1:]):
-            params += [glorot(a, b), torch.zeros(1, b)]
-    params += [glorot(p, k), torch.zeros(1, k), glorot(k, p), torch.zeros(1, p)]
+            params += [glorot(a, b), torch.zeros(1, b, device=DEV)]
+    params += [glorot(p, k), torch.zeros(1, k, device=DEV), glorot(k, p), torch.zeros(1, p, device=DEV)]
     for t in params:
         t.requires_grad_(True)
     return params
@@ -72,21 +83,25 @@ def forward_loss(kind, params, x, alpha, beta=1.0, lam=1.0):
     cm_rec = ((z - z_hat) ** 2).sum()
     sparsity = (g * (1 - g)).sum()
     k = u.shape[0]
-    orth = lam * (u @ u.t() - torch.eye(k)).abs().sum()
+    orth = lam * (u @ u.t() - torch.eye(k, device=DEV)).abs().sum()
     return rec + cm_rec + sparsity + prior + orth
 
 
-def run_case(name, reps, warmup):
+def run_case(name, reps, warmup, n=None):
     kind, d, hidden, p, k, batch = CASES[name]
     torch.manual_seed(0)
-    n = batch * 20
-    data = torch.rand(n, d)
+    epoch = n is not None
+    n = n or batch * 20
+    data = torch.rand(n, d, device=DEV)
     params = make_params(kind, d, hidden, p, k)
     opt = torch.optim.Adam(params, lr=1e-3, eps=1e-3)
 
+    perm = torch.randperm(n, device=DEV) if epoch else None
+
     def step(i):
         s = (i * batch) % n
-        xb = data[s : s + batch]
+        # The epoch case gathers shuffled rows, as the trainer does.
+        xb = data[perm[s : s + batch]] if epoch else data[s : s + batch]
         opt.zero_grad(set_to_none=True)
         loss = forward_loss(kind, params, xb, alpha=5.0)
         loss.backward()
@@ -94,17 +109,27 @@ def run_case(name, reps, warmup):
         return loss
 
     steps_per_rep = 20 if kind == "cm" else 5
+    if epoch:
+        steps_per_rep = (n + batch - 1) // batch
+        warmup = steps_per_rep
+        reps = 1
     for i in range(warmup):
         step(i)
+    sync()
     times = []
     for r in range(reps):
         t = time.perf_counter()
         for i in range(steps_per_rep):
             loss = step(i)
-        float(loss)  # synchronise
+        float(loss.detach())  # synchronise
+        sync()
         times.append((time.perf_counter() - t) / steps_per_rep)
     ms = statistics.median(times) * 1e3
-    return {"name": name, "ms_per_step": ms, "steps_per_s": 1e3 / ms}
+    out = {"name": name, "ms_per_step": ms, "steps_per_s": 1e3 / ms}
+    if epoch:
+        out["name"] = name + "-epoch70k"
+        out["epoch_s"] = ms * steps_per_rep / 1e3
+    return out
 
 
 def main():
@@ -113,10 +138,17 @@ def main():
     ap.add_argument("--reps", type=int, default=7)
     ap.add_argument("--warmup", type=int, default=10)
     ap.add_argument("--cases", default=",".join(CASES))
+    ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    ap.add_argument("--epoch", action="store_true")
     a = ap.parse_args()
+    global DEV
+    DEV = a.device
     torch.set_num_threads(a.threads)
     cases = [run_case(c, a.reps, a.warmup) for c in a.cases.split(",") if c]
-    print(json.dumps({"device": "cpu", "threads": a.threads, "torch": torch.__version__, "cases": cases}))
+    if a.epoch:
+        cases.append(run_case("aecm-mnist", a.reps, a.warmup, n=70000))
+    name = torch.cuda.get_device_name() if DEV == "cuda" else "cpu"
+    print(json.dumps({"device": name, "threads": a.threads, "torch": torch.__version__, "cases": cases}))
 
 
 if __name__ == "__main__":

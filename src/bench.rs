@@ -125,6 +125,9 @@ pub struct CaseResult {
     pub ms_per_step: f64,
     /// Steps per second (1000 / ms_per_step).
     pub steps_per_s: f64,
+    /// CPU time of the whole process per step over the timed repetitions (all threads), in
+    /// milliseconds: near `ms_per_step` or above means the host side bounds the step.
+    pub cpu_ms_per_step: f64,
     /// FLOPs of one step, in GFLOP.
     pub gflop_per_step: f64,
     /// Achieved FLOP rate over the measured GEMM rate.
@@ -184,15 +187,18 @@ pub fn run_case(
     };
     epoch(&mut t, &mut sink)?;
     let mut times = Vec::with_capacity(reps);
+    let cpu0 = process_cpu_seconds();
     for _ in 0..reps.max(1) {
         times.push(epoch(&mut t, &mut sink)? / steps_per_rep as f64);
     }
+    let cpu = (process_cpu_seconds() - cpu0) / (times.len() * steps_per_rep) as f64;
     times.sort_by(f64::total_cmp);
     let s = times[times.len() / 2].max(1e-12);
     Ok(CaseResult {
         name: c.name.into(),
         ms_per_step: s * 1e3,
         steps_per_s: 1.0 / s,
+        cpu_ms_per_step: cpu * 1e3,
         gflop_per_step: gflop,
         fraction_of_gemm: if gemm > 0.0 { gflop / s / gemm } else { 0.0 },
         reps: times.len(),
@@ -200,15 +206,17 @@ pub fn run_case(
     })
 }
 
-/// One full training epoch on a real data set, with the case's shapes, followed by the
-/// evaluation the trainer does after an epoch (predictions, metrics, L_sp on all samples):
-/// returns (epoch seconds including evaluation, evaluation seconds).
-pub fn real_epoch(
+/// `epochs` full training epochs on a real data set, with the case's shapes, each followed by
+/// the evaluation the trainer does after an epoch (predictions, metrics, L_sp on all samples):
+/// returns (epoch seconds including evaluation, evaluation seconds) per epoch. On a GPU the first
+/// epoch includes compiling and autotuning the kernels, so ask for two there.
+pub fn real_epochs(
     c: &BenchCase,
     ds: &crate::data::Dataset,
     device: &Device,
     device_name: &str,
-) -> crate::Result<(f64, f64)> {
+    epochs: usize,
+) -> crate::Result<Vec<(f64, f64)>> {
     use crate::train::Trainer;
     let mut cfg = case_config(c);
     cfg.clusters = c.k;
@@ -220,12 +228,27 @@ pub fn real_epoch(
         device_name,
     )?;
     let mut sink = |_: &crate::train::Event| {};
-    let start = Instant::now();
-    while t.history().is_empty() {
-        t.step(&mut sink)?;
+    let mut out = Vec::with_capacity(epochs);
+    for e in 0..epochs.max(1) {
+        let start = Instant::now();
+        while t.history().len() <= e {
+            t.step(&mut sink)?;
+        }
+        let eval = t.history().get(e).map_or(0.0, |h| h.eval_seconds);
+        out.push((start.elapsed().as_secs_f64(), eval));
     }
-    let eval = t.history().first().map_or(0.0, |h| h.eval_seconds);
-    Ok((start.elapsed().as_secs_f64(), eval))
+    Ok(out)
+}
+
+/// User plus system CPU time of this process so far (all threads), in seconds.
+pub fn process_cpu_seconds() -> f64 {
+    // SAFETY: getrusage only writes the struct it is given.
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) } != 0 {
+        return 0.0;
+    }
+    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
+    tv(u.ru_utime) + tv(u.ru_stime)
 }
 
 /// Peak resident memory of this process so far (Linux `VmHWM`), in MiB.

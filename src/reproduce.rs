@@ -112,6 +112,9 @@ pub struct ReproOptions {
     pub runs: usize,
     /// Override the epochs of every neural run (for quick checks).
     pub epochs: Option<usize>,
+    /// Restrict to these groups of runs, named `MODEL-INIT` as in the tables (e.g. `aecm-random`,
+    /// `aecm-pretrained`, `ae-km-random`, `cm-random`, `kmeans-kmeans++`).
+    pub only: Option<Vec<String>>,
     /// Output folder.
     pub out: PathBuf,
 }
@@ -517,9 +520,34 @@ pub fn reproduce(
     quiet: bool,
 ) -> Result<Vec<StoredRun>> {
     let all = jobs(o)?;
+    if let Some(only) = &o.only {
+        let groups: Vec<String> = all
+            .iter()
+            .map(|(j, _)| format!("{}-{}", j.model.name(), j.init_name()))
+            .collect();
+        if let Some(bad) = only.iter().find(|g| !groups.contains(g)) {
+            let mut known = groups;
+            known.sort();
+            known.dedup();
+            return Err(AecmError::config(
+                "only",
+                format!(
+                    "'{bad}' names no group of runs of {} (expected one of: {})",
+                    o.experiment,
+                    known.join(", ")
+                ),
+            ));
+        }
+    }
+    let selected = |j: &Job| {
+        o.only.as_ref().is_none_or(|only| {
+            only.iter()
+                .any(|g| *g == format!("{}-{}", j.model.name(), j.init_name()))
+        })
+    };
     let todo: Vec<&(Job, String)> = all
         .iter()
-        .filter(|(j, _)| !is_done(&j.path(&o.out), j))
+        .filter(|(j, _)| selected(j) && !is_done(&j.path(&o.out), j))
         .collect();
     let pb = if quiet {
         indicatif::ProgressBar::hidden()

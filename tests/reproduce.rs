@@ -92,3 +92,39 @@ fn unknown_experiment_and_missing_data_dir_are_clear_errors() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("--data-dir"));
     let _ = std::fs::remove_dir_all(&out);
 }
+
+#[test]
+fn only_selects_groups_and_rejects_unknown_ones() {
+    let out = std::env::temp_dir().join(format!("aecm-repro-only-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&out);
+    let run = |only: &str| {
+        Command::new(env!("CARGO_BIN_EXE_aecm"))
+            .args(["reproduce", "--experiment", "ablation", "--runs", "1"])
+            .args([
+                "--epochs", "1", "--device", "cpu", "--quiet", "--only", only,
+            ])
+            .arg("--out")
+            .arg(&out)
+            .output()
+            .unwrap()
+    };
+    let bad = run("kmeans-kmeans++");
+    assert_eq!(bad.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert!(
+        err.contains("only") && err.contains("kmeans-kmeans++") && err.contains("cm-random"),
+        "{err}"
+    );
+    assert!(!out.join("runs").exists(), "nothing runs on a bad --only");
+    let ok = run("cm-random");
+    assert!(
+        ok.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
+    assert!(
+        out.join("runs/gaussians5/cm-random-E1/seed-0.json")
+            .is_file()
+    );
+    let _ = std::fs::remove_dir_all(&out);
+}
