@@ -139,8 +139,9 @@ pub struct CaseResult {
 }
 
 /// The training configuration of a case (paper-style settings; alpha 5).
-pub fn case_config(c: &BenchCase) -> TrainConfig {
+pub fn case_config(c: &BenchCase, cm_autodiff: bool) -> TrainConfig {
     TrainConfig {
+        cm_autodiff,
         model: c.model,
         clusters: c.k,
         alpha: vec![5.0],
@@ -165,6 +166,7 @@ pub fn run_case(
     gemm: f64,
     reps: usize,
     steps_per_rep: usize,
+    cm_autodiff: bool,
 ) -> crate::Result<CaseResult> {
     use crate::train::Trainer;
     let n = c.batch * steps_per_rep;
@@ -173,7 +175,7 @@ pub fn run_case(
         .map(|_| crate::util::uniform(&mut r, 0.0, 1.0) as f32)
         .collect();
     let ds = crate::data::Dataset::new(c.name, n, c.d, x)?;
-    let cfg = case_config(c);
+    let cfg = case_config(c, cm_autodiff);
     let gflop = flops_per_step(&cfg, c.d) / 1e9;
     let mut t = Trainer::new(cfg.check(n, c.d)?, ds, device.clone(), device_name)?;
     let mut sink = |_: &crate::train::Event| {};
@@ -216,9 +218,10 @@ pub fn real_epochs(
     device: &Device,
     device_name: &str,
     epochs: usize,
+    cm_autodiff: bool,
 ) -> crate::Result<Vec<(f64, f64)>> {
     use crate::train::Trainer;
-    let mut cfg = case_config(c);
+    let mut cfg = case_config(c, cm_autodiff);
     cfg.clusters = c.k;
     cfg.eval_every = 1;
     let mut t = Trainer::new(

@@ -163,6 +163,9 @@ pub struct BenchArgs {
     /// Cases to run (default: all four).
     #[arg(long, value_delimiter = ',')]
     pub cases: Vec<String>,
+    /// Differentiate the CM with burn's autodiff instead of the closed-form gradients (to compare).
+    #[arg(long)]
+    pub cm_autodiff: bool,
 }
 
 /// Options of `aecm train`.
@@ -227,6 +230,10 @@ pub struct TrainArgs {
     /// Adam epsilon of the autoencoder pre-training (AE-CM pretrained, AE-KM).
     #[arg(long, default_value_t = 1e-7)]
     pub pretrain_adam_eps: f64,
+    /// Differentiate the clustering module with burn's autodiff instead of the closed-form
+    /// gradients (slower; same results up to rounding).
+    #[arg(long)]
+    pub cm_autodiff: bool,
     /// Seed (initialisation and shuffling).
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
@@ -243,6 +250,10 @@ pub struct TrainArgs {
     /// Embedding dimension.
     #[arg(long)]
     pub embed: Option<usize>,
+    /// AE-CM: start the encoder with the quadratic feature map (1, x_i, x_i x_j), as the paper's
+    /// two-circles encoder (with `--hidden none --embed 3`).
+    #[arg(long)]
+    pub quadratic: bool,
     /// CM loss terms to use (the ablation drops some), e.g. E1,E2,E4.
     #[arg(long, value_parser = parse_terms)]
     pub cm_terms: Option<[bool; 4]>,
@@ -456,6 +467,8 @@ pub fn build_config(a: &TrainArgs, ds: &data::Dataset) -> anyhow::Result<TrainCo
     }
     c.adam_eps = a.adam_eps;
     c.pretrain_adam_eps = a.pretrain_adam_eps;
+    c.cm_autodiff = a.cm_autodiff;
+    c.quadratic = a.quadratic;
     c.seed = a.seed;
     c.init = a.init;
     c.restarts = a.restarts;
@@ -662,7 +675,7 @@ fn bench_cmd(a: &BenchArgs) -> anyhow::Result<()> {
         let mut results = Vec::new();
         for c in &cases {
             let steps = if c.model == ModelKind::Cm { 50 } else { 10 };
-            let r = bench::run_case(c, &device, &desc, gemm, a.reps, steps)?;
+            let r = bench::run_case(c, &device, &desc, gemm, a.reps, steps, a.cm_autodiff)?;
             println!(
                 "{:<16} {:>10.3} {:>10.1} {:>11.4} {:>8.1}% {:>12.3}",
                 r.name,
@@ -680,7 +693,7 @@ fn bench_cmd(a: &BenchArgs) -> anyhow::Result<()> {
                 if let Some(c) = bench::CASES.iter().find(|c| c.name == name) {
                     // On wgpu the first epoch compiles and autotunes the kernels: time a second.
                     let n_epochs = if choice == DeviceChoice::Wgpu { 2 } else { 1 };
-                    let times = bench::real_epochs(c, ds, &device, &desc, n_epochs)?;
+                    let times = bench::real_epochs(c, ds, &device, &desc, n_epochs, a.cm_autodiff)?;
                     let (first, _) = times[0];
                     let (s, ev) = times[times.len() - 1];
                     println!(

@@ -269,7 +269,14 @@ pub fn jobs(o: &ReproOptions) -> Result<Vec<(Job, String)>> {
     let default_sets: Vec<&str> = match o.experiment.as_str() {
         "cm-table" | "aecm-table" => vec!["pendigits", "usps", "mnist"],
         "ablation" => vec!["gaussians5"],
-        "toy" => vec!["moons", "varied", "aniso", "blobs", "no-structure"],
+        "toy" => vec![
+            "moons",
+            "circles",
+            "varied",
+            "aniso",
+            "blobs",
+            "no-structure",
+        ],
         "k-sweep" => vec!["pendigits"],
         "uci" => vec!["iris", "breast", "ecoli", "glass", "yeast"],
         other => {
@@ -394,6 +401,8 @@ pub fn jobs(o: &ReproOptions) -> Result<Vec<(Job, String)>> {
                     let (beta, hidden, embed, alpha): (f64, Vec<usize>, usize, f64) =
                         match ds.as_str() {
                             "moons" => (100.0, vec![20, 20, 20], 1, 11.0),
+                            // 2-quad-3: the quadratic feature map, then 3 units (below)
+                            "circles" => (0.001, vec![], 3, 11.0),
                             "varied" => (100.0, vec![], 3, 11.0),
                             "aniso" | "blobs" => (1.0, vec![], 3, 11.0),
                             _ => (1.0, vec![], 3, 0.1),
@@ -402,6 +411,7 @@ pub fn jobs(o: &ReproOptions) -> Result<Vec<(Job, String)>> {
                         beta,
                         hidden,
                         embed,
+                        quadratic: ds == "circles",
                         alpha: vec![alpha],
                         lambda: 0.001,
                         batch: 20,

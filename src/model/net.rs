@@ -7,7 +7,7 @@
 
 use crate::util::{SeededRng, normal, uniform};
 use burn::tensor::activation::{leaky_relu, softmax};
-use burn::tensor::{Device, Tensor, TensorData};
+use burn::tensor::{Device, IndexingUpdateOp, Tensor, TensorData};
 
 /// Which model the network implements.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -32,6 +32,19 @@ pub struct Arch {
     pub embed: usize,
     /// Number of clusters K.
     pub k: usize,
+    /// AE-CM only: the encoder starts with the fixed quadratic feature map of [`quadratic`]
+    /// (`d -> 1 + d + d^2`), as the paper's two-circles encoder; the decoder outputs `d`.
+    #[serde(default)]
+    pub quadratic: bool,
+}
+
+/// The quadratic feature map `(1, x_1..x_d, x_1 x_1, x_1 x_2, ..., x_d x_d)`: `B x d -> B x (1 +
+/// d + d^2)` (both `x_i x_j` and `x_j x_i`, as the paper writes it for two circles).
+pub fn quadratic(x: Tensor<2>) -> Tensor<2> {
+    let [b, d] = x.dims();
+    let outer =
+        (x.clone().unsqueeze_dim::<3>(2) * x.clone().unsqueeze_dim::<3>(1)).reshape([b, d * d]);
+    Tensor::cat(vec![Tensor::ones([b, 1], &x.device()), x, outer], 1)
 }
 
 impl Arch {
@@ -42,8 +55,13 @@ impl Arch {
             let mut sizes = vec![self.input];
             sizes.extend(&self.hidden);
             sizes.push(self.embed);
-            for w in sizes.windows(2) {
-                v.push((w[0], w[1]));
+            for (i, w) in sizes.windows(2).enumerate() {
+                let fan_in = if i == 0 && self.quadratic {
+                    1 + self.input + self.input * self.input
+                } else {
+                    w[0]
+                };
+                v.push((fan_in, w[1]));
             }
             for w in sizes.windows(2).rev() {
                 v.push((w[1], w[0]));
@@ -166,11 +184,11 @@ impl Net<'_> {
         x.matmul(self.params[2 * layer].clone()) + self.params[2 * layer + 1].clone()
     }
 
-    /// Deep encoder: `B x d -> B x p`, LeakyReLU(0.2) after every hidden layer, linear output.
-    /// Identity for CM.
+    /// Deep encoder: `B x d -> B x p`, LeakyReLU(0.2) after every hidden layer, linear output
+    /// (after the quadratic feature map when the architecture has it). Identity for CM.
     pub fn encode(&self, x: Tensor<2>) -> Tensor<2> {
         let n_enc = self.arch.n_deep() / 2;
-        let mut h = x;
+        let mut h = if self.arch.quadratic { quadratic(x) } else { x };
         for l in 0..n_enc {
             h = self.dense(l, h);
             if l + 1 < n_enc {
@@ -305,6 +323,121 @@ pub fn prior(g: &Tensor<2>, alpha: &[f64]) -> Tensor<1> {
     }
 }
 
+/// The clustering module's loss terms and their gradients in closed form, without an autodiff
+/// graph: the CM's training step needs a handful of small products, and recording them for
+/// reverse-mode differentiation costs more than computing them (BENCHMARKS.md).
+///
+/// `z` is the CM's input (`B x p`: the data for CM, the frozen embedding when AE-CM pre-trains
+/// its CM); `cm` holds the CM parameters `[W_enc (p x K), b_enc (1 x K), W_dec (K x p), b_dec
+/// (1 x p)]`. Returns the terms `[E1, E2, E3, E4]` (`[4]`, as [`loss`] reports them) and the
+/// gradients of the total of the terms switched on in `w.cm_terms`, in the order of `cm`.
+///
+/// With `R = Z - Z_hat`, `U = W_dec + b_dec`, `n_k = ||u_k||^2`, `s_k = sum_i g_ik (1 - g_ik)`,
+/// `q_k = sum_i g_ik^2`, `A = G^T G`, `M = U U^T` and `m_k = mean_i g_ik`:
+/// - dE1/dG = -2 R W_dec^T; dE1/dW_dec = -2 G^T R; dE1/db_dec = -2 sum_i r_i;
+/// - dE2/dG_ik = (1 - 2 g_ik) n_k; dE2/du_k = 2 s_k u_k;
+/// - dE3/dG = -2 G (M - diag(n)); dE3/dU = -2 (A - diag(q)) U;
+/// - dE4/dG_ik = (1 - alpha_r(k)) / (B (m_k + 1e-10)), r(k) the rank of m_k (alpha sorted
+///   ascending; one alpha for all when it is a single value);
+/// - U's gradient adds to W_dec's row by row and to b_dec summed over rows; the softmax's
+///   backward is `G * (dG - rowsum(dG * G))`; then dW_enc = Z^T dlogits, db_enc = colsum(dlogits).
+///
+/// `B x p` arrays are the expensive ones, so `R` is never formed: with `H = W_dec W_dec^T` and
+/// `c = W_dec b_dec^T`, `R W_dec^T = Z W_dec^T - G H - 1 c^T`, `G^T R = G^T Z - A W_dec - (G^T 1)
+/// b_dec`, `1^T R = 1^T Z - (1^T G) W_dec - B b_dec` and `E1 = sum ||z_i||^2 - 2 sum z_i.z_hat_i +
+/// sum ||z_hat_i||^2`. Z enters two products only: `Z [W_enc | W_dec^T | b_dec^T]` forward and
+/// `Z^T [dlogits | G | 1]` backward. (E1's value loses relative precision when the residual is
+/// tiny next to `||Z||^2`; its gradients do not: they have the rounding of the direct form.)
+pub fn cm_loss_and_grads(
+    z: &Tensor<2>,
+    cm: &[Tensor<2>],
+    w: &LossWeights,
+) -> (Tensor<1>, [Tensor<2>; 4]) {
+    let [b, _] = z.dims();
+    let dev = z.device();
+    let (we, be, wd, bd) = (&cm[0], &cm[1], &cm[2], &cm[3]);
+    let k = we.dims()[1];
+    let on = |i: usize| if w.cm_terms[i] { 1.0 } else { 0.0 };
+    // the forward product: logits, Z W_dec^T, Z b_dec^T
+    let wcat = Tensor::cat(
+        vec![we.clone(), wd.clone().transpose(), bd.clone().transpose()],
+        1,
+    ); // p x (2K + 1)
+    let proj = z.clone().matmul(wcat); // B x (2K + 1)
+    let g = softmax(proj.clone().narrow(1, 0, k) + be.clone(), 1); // B x K
+    let zw = proj.clone().narrow(1, k, k); // B x K
+    let zb = proj.narrow(1, 2 * k, 1); // B x 1
+    let h = wd.clone().matmul(wd.clone().transpose()); // K x K
+    let c = wd.clone().matmul(bd.clone().transpose()); // K x 1
+    let bb = bd.clone().square().sum(); // [1]
+    let gh = g.clone().matmul(h); // B x K
+    let u = wd.clone() + bd.clone(); // K x p
+    let n = u.clone().square().sum_dim(1); // K x 1
+    let colsum_g = g.clone().sum_dim(0); // 1 x K
+    let s = colsum_g.clone() - g.clone().square().sum_dim(0); // 1 x K
+    let q = g.clone().square().sum_dim(0); // 1 x K
+    let a = g.clone().transpose().matmul(g.clone()); // K x K
+    let m_uu = u.clone().matmul(u.clone().transpose()); // K x K
+    // E1 = sum ||z||^2 - 2 sum z.z_hat + sum ||z_hat||^2, z.z_hat = g.(Z W^T) + z.b,
+    // ||z_hat||^2 = g H g^T + 2 g c + ||b||^2
+    let cross = (g.clone() * zw.clone()).sum() + zb.sum();
+    let hat_sq =
+        (gh.clone() * g.clone()).sum() + g.clone().matmul(c.clone()).sum() * 2.0 + bb * b as f64;
+    let e1 = z.clone().square().sum() - cross * 2.0 + hat_sq;
+    let e2 = s.clone().matmul(n.clone()).reshape([1]);
+    let e3 = q.clone().matmul(n.clone()).reshape([1]) - (a.clone() * m_uu.clone()).sum();
+    let mean = g.clone().mean_dim(0) + 1e-10; // 1 x K
+    let logm = mean.clone().log();
+    // (1 - alpha) at each cluster's rank: one value for all, or scattered back from the sort
+    let weight = if w.alpha.len() <= 1 {
+        let a0 = w.alpha.first().copied().unwrap_or(1.0);
+        Tensor::<2>::ones([1, k], &dev) * (1.0 - a0)
+    } else {
+        let wv: Vec<f32> = w.alpha.iter().map(|a| (1.0 - a) as f32).collect();
+        let sorted_w = Tensor::<2>::from_data(TensorData::new(wv, [1, k]), &dev);
+        let order = logm.clone().argsort(1); // 1 x K: cluster at each rank
+        Tensor::<2>::zeros([1, k], &dev).scatter(1, order, sorted_w, IndexingUpdateOp::Add)
+    };
+    let e4 = (logm * weight.clone()).sum();
+    let terms = Tensor::cat(vec![e1, e2, e3, e4], 0);
+    // gradient with respect to G (B x K)
+    let nt = n.transpose(); // 1 x K
+    let mut dg = (g.clone() * -2.0 + 1.0) * nt.clone() * on(1);
+    if w.cm_terms[0] {
+        // -2 R W_dec^T
+        dg = dg + (zw - gh - c.clone().transpose()) * -2.0;
+    }
+    if w.cm_terms[2] {
+        dg = dg + (g.clone().matmul(m_uu) - g.clone() * nt) * -2.0;
+    }
+    if w.cm_terms[3] {
+        dg = dg + weight / (mean * b as f64);
+    }
+    // softmax backward
+    let dl = g.clone() * (dg.clone() - (dg * g.clone()).sum_dim(1)); // B x K
+    // the backward product: Z^T dlogits, Z^T G, Z^T 1
+    let back = z.clone().transpose().matmul(Tensor::cat(
+        vec![dl.clone(), g, Tensor::ones([b, 1], &dev)],
+        1,
+    )); // p x (2K + 1)
+    let dwe = back.clone().narrow(1, 0, k);
+    let dbe = dl.sum_dim(0);
+    // gradient with respect to U (K x p)
+    let du = u.clone() * s.transpose() * (2.0 * on(1))
+        + (a.clone().matmul(u.clone()) - u * q.transpose()) * (-2.0 * on(2));
+    let mut dwd = du.clone();
+    let mut dbd = du.sum_dim(0);
+    if w.cm_terms[0] {
+        let gtz = back.clone().narrow(1, k, k).transpose(); // K x p
+        let colsum_z = back.narrow(1, 2 * k, 1).transpose(); // 1 x p
+        // -2 G^T R and -2 1^T R
+        dwd = dwd
+            + (gtz - a.matmul(wd.clone()) - colsum_g.clone().transpose().matmul(bd.clone())) * -2.0;
+        dbd = dbd + (colsum_z - colsum_g.matmul(wd.clone()) - bd.clone() * b as f64) * -2.0;
+    }
+    (terms, [dwe, dbe, dwd, dbd])
+}
+
 /// Loss of a forward pass: (total `[1]`, terms `[n_terms]`, each as it enters the total).
 pub fn loss(kind: NetKind, x: &Tensor<2>, f: &Forward, w: &LossWeights) -> (Tensor<1>, Tensor<1>) {
     match kind {
@@ -369,6 +502,97 @@ mod tests {
     }
 
     #[test]
+    fn quadratic_feature_map_and_its_layer_sizes() {
+        let x = Tensor::<2>::from_data(
+            TensorData::new(vec![2.0f32, 3.0, -1.0, 0.5], [2, 2]),
+            &dev(),
+        );
+        let q = HostMat::from_tensor(&quadratic(x));
+        assert_eq!((q.rows, q.cols), (2, 7));
+        assert_eq!(q.data[..7], [1.0, 2.0, 3.0, 4.0, 6.0, 6.0, 9.0]);
+        assert_eq!(q.data[7..], [1.0, -1.0, 0.5, 1.0, -0.5, -0.5, 0.25]);
+        let arch = Arch {
+            kind: NetKind::AeCm,
+            input: 2,
+            hidden: vec![],
+            embed: 3,
+            k: 2,
+            quadratic: true,
+        };
+        // 2-quad-3: encoder 7 -> 3, decoder 3 -> 2, then the CM
+        assert_eq!(arch.layers(), vec![(7, 3), (3, 2), (3, 2), (2, 3)]);
+    }
+
+    /// Closed-form CM gradients against burn's autodiff of [`loss`], for the full loss, the
+    /// ablation's term subsets, and one or K alpha values (K values sort the cluster means).
+    #[test]
+    fn cm_closed_form_gradients_match_autodiff() {
+        let arch = Arch {
+            kind: NetKind::Cm,
+            input: 7,
+            hidden: vec![],
+            embed: 7,
+            k: 5,
+            quadratic: false,
+        };
+        let x = t(40, 7, 11);
+        let cases: [([bool; 4], Vec<f64>); 6] = [
+            ([true; 4], vec![5.0]),
+            ([true; 4], vec![0.5, 1.0, 3.0, 6.0, 20.0]),
+            ([false, true, true, true], vec![2.0]),
+            ([true, false, false, true], vec![5.0]),
+            ([true, true, false, false], vec![5.0]),
+            ([true, false, true, false], vec![5.0]),
+        ];
+        for (seed, (terms_on, alpha)) in cases.into_iter().enumerate() {
+            let mut r = crate::util::rng(seed as u64 + 20, 0);
+            let params: Vec<Tensor<2>> = random_params(&arch, &mut r)
+                .iter()
+                .map(|p| p.to_tensor(&dev()))
+                .collect();
+            let w = LossWeights {
+                alpha,
+                beta: 1.0,
+                lambda: 1.0,
+                cm_terms: terms_on,
+            };
+            let leaves: Vec<Tensor<2>> = params
+                .iter()
+                .map(|p| p.clone().autodiff().require_grad())
+                .collect();
+            let net = Net {
+                arch: &arch,
+                params: &leaves,
+            };
+            let xa = x.clone().autodiff();
+            let f = net.forward(xa.clone());
+            let (total, terms_ad) = loss(NetKind::Cm, &xa, &f, &w);
+            let grads = total.backward();
+            let (terms_cf, grads_cf) = cm_loss_and_grads(&x, &params, &w);
+            let ta = vals(terms_ad.without_autodiff().detach());
+            let tc = vals(terms_cf);
+            for (a, c) in ta.iter().zip(&tc) {
+                assert!(
+                    (a - c).abs() <= 1e-4 * a.abs().max(1.0),
+                    "terms {ta:?} vs {tc:?}"
+                );
+            }
+            for (i, (leaf, gc)) in leaves.iter().zip(grads_cf).enumerate() {
+                let ga = HostMat::from_tensor(&leaf.grad(&grads).unwrap());
+                let gc = HostMat::from_tensor(&gc);
+                assert_eq!((ga.rows, ga.cols), (gc.rows, gc.cols), "param {i}");
+                let scale = ga.data.iter().fold(1f32, |m, v| m.max(v.abs()));
+                for (a, c) in ga.data.iter().zip(&gc.data) {
+                    assert!(
+                        (a - c).abs() <= 1e-4 * scale,
+                        "case {seed}, param {i}: autodiff {a} vs closed form {c}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
     fn cm_identity_e1_e2_e3_equals_weighted_distances() {
         // E1 + E2 + E3 = sum_ik g_ik ||x_i - u_k||^2 on random data and random parameters.
         let arch = Arch {
@@ -377,6 +601,7 @@ mod tests {
             hidden: vec![],
             embed: 6,
             k: 4,
+            quadratic: false,
         };
         let mut r = crate::util::rng(3, 0);
         let params: Vec<Tensor<2>> = random_params(&arch, &mut r)
@@ -426,6 +651,7 @@ mod tests {
             hidden: vec![],
             embed: 5,
             k: 3,
+            quadratic: false,
         };
         let mut u = vec![0f32; 15];
         for k in 0..3 {

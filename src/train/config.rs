@@ -115,6 +115,10 @@ pub struct TrainConfig {
     /// mean-squared error).
     #[serde(default = "default_pretrain_eps")]
     pub pretrain_adam_eps: f64,
+    /// Differentiate the clustering module's loss with burn's autodiff instead of the closed-form
+    /// gradients (`model::net::cm_loss_and_grads`; same values up to rounding, slower).
+    #[serde(default)]
+    pub cm_autodiff: bool,
     /// Seed of initialisation and shuffling.
     pub seed: u64,
     /// Initialisation.
@@ -123,6 +127,10 @@ pub struct TrainConfig {
     pub hidden: Vec<usize>,
     /// Embedding dimension p (AE-CM, AE-KM).
     pub embed: usize,
+    /// AE-CM's encoder starts with the fixed quadratic feature map `(1, x_i, x_i x_j)` (the
+    /// paper's two-circles encoder "2-quad-3"); the decoder still outputs `d` values.
+    #[serde(default)]
+    pub quadratic: bool,
     /// Which CM terms E1..E4 are in the loss (the ablation switches some off).
     pub cm_terms: [bool; 4],
     /// k-means / GMM restarts.
@@ -158,10 +166,12 @@ impl Default for TrainConfig {
             lr: 1e-3,
             adam_eps: 1e-3,
             pretrain_adam_eps: 1e-7,
+            cm_autodiff: false,
             seed: 0,
             init: Init::Random,
             hidden: vec![500, 500, 2000],
             embed: 10,
+            quadratic: false,
             cm_terms: [true; 4],
             restarts: 10,
             pretrain_epochs: 100,

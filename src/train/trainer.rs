@@ -115,6 +115,7 @@ impl Trainer {
                 cfg.embed
             },
             k: cfg.clusters,
+            quadratic: kind == NetKind::AeCm && cfg.quadratic,
         };
         let x = Tensor::<2>::from_data(TensorData::new(data.x.clone(), [data.n, data.d]), &device);
         let mut init_rng = rng(cfg.seed, 1);
@@ -407,6 +408,36 @@ impl Trainer {
     }
 
     fn update(&mut self, idx: Tensor<1, Int>) -> Tensor<1> {
+        // The clustering module alone (CM, or AE-CM pre-training its CM on the frozen embedding):
+        // closed-form gradients, no autodiff graph.
+        let cm_only = match self.phase {
+            Phase::CmPretrain => true,
+            Phase::AePretrain => false,
+            _ => self.arch.kind == NetKind::Cm,
+        };
+        if cm_only && !self.cfg.cm_autodiff {
+            let c = 2 * self.arch.n_deep();
+            let z = match (&self.z_frozen, self.phase) {
+                (Some(zf), Phase::CmPretrain) => zf.clone(),
+                _ => self.x.clone(),
+            }
+            .select(0, idx);
+            let w = if self.phase == Phase::CmPretrain {
+                LossWeights {
+                    cm_terms: [true; 4],
+                    ..self.weights.clone()
+                }
+            } else {
+                self.weights.clone()
+            };
+            let (terms, grads) = net::cm_loss_and_grads(&z, &self.params[c..c + 4], &w);
+            let mut g: Vec<Option<Tensor<2>>> = vec![None; self.params.len()];
+            for (slot, gr) in g[c..c + 4].iter_mut().zip(grads) {
+                *slot = Some(gr);
+            }
+            self.adam.step(self.lr, &mut self.params, g);
+            return terms;
+        }
         let train = self.trainable();
         let leaves: Vec<Tensor<2>> = self
             .params
