@@ -157,7 +157,8 @@ pub fn case_config(c: &BenchCase, cm_autodiff: bool) -> TrainConfig {
 }
 
 /// Times one case on `device`: a synthetic data set of `steps_per_rep` batches (uniform values
-/// in [0, 1), seeded), one warm-up epoch, then the median of `reps` timed epochs. Each epoch
+/// in [0, 1), seeded), warm-up epochs (one on the CPU; on a GPU until the epoch time settles),
+/// then the median of `reps` timed epochs. Each epoch
 /// ends by reading the loss terms back, which waits for the device.
 pub fn run_case(
     c: &BenchCase,
@@ -187,7 +188,20 @@ pub fn run_case(
         }
         Ok(start.elapsed().as_secs_f64())
     };
-    epoch(&mut t, &mut sink)?;
+    // Warm-up: one epoch on the CPU. On a GPU the autotuner keeps compiling and benchmarking
+    // kernels for tens of steps (BENCHMARKS.md, H100), so warm up until two epochs in a row
+    // agree within 10% (at most 30 epochs).
+    let mut last = epoch(&mut t, &mut sink)?;
+    if *device != Device::flex() {
+        for _ in 0..30 {
+            let now = epoch(&mut t, &mut sink)?;
+            let settled = (now - last).abs() <= 0.1 * last;
+            last = now;
+            if settled {
+                break;
+            }
+        }
+    }
     let mut times = Vec::with_capacity(reps);
     let cpu0 = process_cpu_seconds();
     for _ in 0..reps.max(1) {
