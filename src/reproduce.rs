@@ -97,6 +97,9 @@ pub struct StoredRun {
     /// configuration (runs stored before this field existed have none and are kept).
     #[serde(default)]
     pub config: Option<TrainConfig>,
+    /// AE-CM: k-means on the final embedding ("AE-CM+KM"), reported as model `aecm+km`.
+    #[serde(default)]
+    pub km_on_embedding: Option<Scores>,
 }
 
 /// Options of a reproduction.
@@ -507,6 +510,7 @@ pub fn run_job(
         wall_s: r.wall_s,
         epochs: r.epochs,
         config: Some(job.cfg.clone()),
+        km_on_embedding: r.km_on_embedding,
     })
 }
 
@@ -651,8 +655,20 @@ pub struct Row {
 
 /// Aggregates stored runs into table rows.
 pub fn rows(exp: &str, runs: &[StoredRun]) -> Vec<Row> {
+    // AE-CM+KM (k-means on the embedding) is a row of its own, selected by the AE-CM run's L_sp
+    let km_runs: Vec<StoredRun> = runs
+        .iter()
+        .filter_map(|r| {
+            r.km_on_embedding.as_ref().map(|km| StoredRun {
+                model: format!("{}+km", r.model),
+                scores: Some(*km),
+                km_on_embedding: None,
+                ..r.clone()
+            })
+        })
+        .collect();
     let mut groups: BTreeMap<(String, String, String, String), Vec<&StoredRun>> = BTreeMap::new();
-    for r in runs {
+    for r in runs.iter().chain(&km_runs) {
         groups
             .entry((
                 r.dataset.clone(),
@@ -812,8 +828,51 @@ mod tests {
             wall_s: 0.0,
             epochs: 1,
             config: cfg,
+            km_on_embedding: None,
         })
         .expect("json")
+    }
+
+    /// AE-CM+KM gets rows of its own (model `aecm+km`), selected by the AE-CM run's L_sp.
+    #[test]
+    fn km_on_embedding_is_its_own_row() {
+        let sc = |ari: f64| Scores {
+            ari,
+            nmi: ari,
+            acc: ari,
+            homogeneity: ari,
+        };
+        let run = |seed: u64, ari: f64, km: f64, lsp: f64| StoredRun {
+            experiment: "aecm-table".into(),
+            dataset: "usps".into(),
+            model: "aecm".into(),
+            init: "random".into(),
+            variant: String::new(),
+            seed,
+            scores: Some(sc(ari)),
+            lsp: Some(lsp),
+            wall_s: 1.0,
+            epochs: 150,
+            config: None,
+            km_on_embedding: Some(sc(km)),
+        };
+        let rows = rows(
+            "aecm-table",
+            &[run(0, 0.5, 0.6, 10.0), run(1, 0.7, 0.4, 5.0)],
+        );
+        let km = rows
+            .iter()
+            .find(|r| r.model == "aecm+km" && r.metric == "ari")
+            .expect("an aecm+km row");
+        assert_eq!(km.runs, 2);
+        assert!((km.mean - 50.0).abs() < 1e-9);
+        assert!((km.best - 60.0).abs() < 1e-9);
+        assert_eq!(km.lsp_selected, Some(40.0), "seed 1 has the lower L_sp");
+        let ae = rows
+            .iter()
+            .find(|r| r.model == "aecm" && r.metric == "ari")
+            .expect("an aecm row");
+        assert!((ae.mean - 60.0).abs() < 1e-9);
     }
 
     /// A stored run is reused only for the same configuration; legacy runs (no configuration)
