@@ -42,8 +42,15 @@ pub struct AdapterInfo {
     pub is_cpu: bool,
 }
 
-/// Lists the wgpu adapters of the primary APIs (Vulkan, Metal, DX12).
+/// Lists the wgpu adapters of the primary APIs (Vulkan, Metal, DX12). Enumerated once per
+/// process (the first call creates and drops a wgpu instance; later calls, e.g. from worker
+/// threads, reuse the list and touch no driver).
 pub fn adapters() -> Vec<AdapterInfo> {
+    static ADAPTERS: std::sync::OnceLock<Vec<AdapterInfo>> = std::sync::OnceLock::new();
+    ADAPTERS.get_or_init(enumerate_adapters).clone()
+}
+
+fn enumerate_adapters() -> Vec<AdapterInfo> {
     let instance =
         wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());
     let list = futures_lite::future::block_on(instance.enumerate_adapters(wgpu::Backends::PRIMARY));

@@ -660,6 +660,9 @@ impl ExplorerApp {
             DataSource::Builtin(n) => app.apply(Action::LoadBuiltin(n)),
             DataSource::Path(p) => app.apply(Action::LoadPath(p)),
         }
+        // enumerate the GPU adapters here, once, so that worker threads never call into the
+        // graphics driver (a driver busy in another thread while the process exits can crash it)
+        let _ = crate::device::adapters();
         // measure this machine's GEMM rate once, for cost estimates
         let slot = app.gemm_gflops.clone();
         let _ = std::thread::Builder::new()
