@@ -604,6 +604,21 @@ pub fn run_native(launch: LaunchOptions) -> anyhow::Result<()> {
 
 const SETTINGS_KEY: &str = "aecm-settings";
 
+/// A sorted copy of `v` (for [`quantile`]).
+fn sorted(v: &[f64]) -> Vec<f64> {
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    s
+}
+
+/// The `p` quantile (nearest rank) of sorted values; 0 when there are none.
+fn quantile(sorted: &[f64], p: f64) -> f64 {
+    sorted
+        .get(((sorted.len() as f64 - 1.0) * p).round() as usize)
+        .copied()
+        .unwrap_or(0.0)
+}
+
 impl ExplorerApp {
     /// Creates the app: restores settings, loads the default data.
     pub fn new(cc: &eframe::CreationContext<'_>, launch: LaunchOptions) -> Self {
@@ -2749,20 +2764,10 @@ impl ExplorerApp {
                     self.frame_times.push((now - last).as_secs_f64() * 1e3);
                 }
                 if t0.elapsed().as_secs_f64() > self.launch.bench_seconds.max(3.0) {
-                    let mut v = self.frame_times.clone();
-                    v.sort_by(f64::total_cmp);
-                    let q = |p: f64| {
-                        v.get(((v.len() as f64 - 1.0) * p).round() as usize)
-                            .copied()
-                            .unwrap_or(0.0)
-                    };
-                    let mut u = self.ui_times.clone();
-                    u.sort_by(f64::total_cmp);
-                    let qu = |p: f64| {
-                        u.get(((u.len() as f64 - 1.0) * p).round() as usize)
-                            .copied()
-                            .unwrap_or(0.0)
-                    };
+                    let v = sorted(&self.frame_times);
+                    let u = sorted(&self.ui_times);
+                    let q = |p: f64| quantile(&v, p);
+                    let qu = |p: f64| quantile(&u, p);
                     let report = serde_json::json!({
                         "frames": v.len(),
                         "median_ms": q(0.5),
