@@ -47,6 +47,9 @@ pub struct GuiArgs {
     /// Ignore the stored settings.
     #[arg(long)]
     pub fresh: bool,
+    /// Use the light theme (also for `--screenshot`).
+    #[arg(long)]
+    pub light: bool,
     /// Frame-time benchmark with one training step only (the cost of drawing alone).
     #[arg(long)]
     pub bench_idle: bool,
@@ -339,6 +342,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
             frame_bench: g.frame_bench,
             bench_seconds: g.bench_seconds,
             fresh: g.fresh,
+            light: g.light,
             bench_idle: g.bench_idle,
             bench_data: g.bench_data,
         });

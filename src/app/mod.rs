@@ -364,6 +364,8 @@ pub struct LaunchOptions {
     pub bench_seconds: f64,
     /// Ignore stored settings (start from the defaults).
     pub fresh: bool,
+    /// Light theme (overrides the stored setting).
+    pub light: bool,
     /// Frame benchmark without training (rendering cost alone).
     pub bench_idle: bool,
     /// Frame benchmark on this data set (file or folder) instead of the embedded sample.
@@ -581,18 +583,21 @@ pub fn run_native(launch: LaunchOptions) -> anyhow::Result<()> {
             .with_drag_and_drop(true),
         ..Default::default()
     };
+    let gpu = crate::device::adapters().iter().any(|a| !a.is_cpu);
     // the renderer: wgpu (shares burn's wgpu) or OpenGL (glow), which is much faster than wgpu
     // on a software Vulkan driver (Mesa lavapipe) when there is no GPU
     opts.renderer = match std::env::var("AECM_RENDERER").as_deref() {
         Ok("glow") => eframe::Renderer::Glow,
         Ok("wgpu") => eframe::Renderer::Wgpu,
-        _ => {
-            if crate::device::adapters().iter().any(|a| !a.is_cpu) {
-                eframe::Renderer::Wgpu
-            } else {
-                eframe::Renderer::Glow
-            }
-        }
+        _ if gpu => eframe::Renderer::Wgpu,
+        _ => eframe::Renderer::Glow,
+    };
+    // Dithering (against banding in gradients, which this app hardly draws) costs ~20% of each
+    // frame on a software rasteriser (BENCHMARKS.md): only with a GPU, unless AECM_DITHERING=0/1.
+    opts.dithering = match std::env::var("AECM_DITHERING").as_deref() {
+        Ok("0") => false,
+        Ok("1") => true,
+        _ => gpu,
     };
     eframe::run_native(
         "aecm-explorer",
@@ -640,6 +645,9 @@ impl ExplorerApp {
                 settings.source = DataSource::Path(p.clone());
                 settings.preprocess = Preprocess::Scale255;
             }
+        }
+        if launch.light {
+            settings.dark = false;
         }
         let mut app = Self {
             settings,
@@ -2808,18 +2816,25 @@ impl eframe::App for ExplorerApp {
     fn ui(&mut self, ui: &mut egui::Ui, _frame: &mut eframe::Frame) {
         let t_ui = Instant::now();
         let mut acts = Vec::new();
-        egui::Panel::bottom("status").show(ui, |ui| {
+        // The panels are not filled: the window is cleared with their colour instead
+        // (`clear_color`), which saves one full-window layer of shading per frame. Without a GPU
+        // the rasteriser is software (llvmpipe) and that layer is a large share of each frame.
+        let style = ui.style().clone();
+        let side = egui::Frame::side_top_panel(&style).fill(Color32::TRANSPARENT);
+        let central = egui::Frame::central_panel(&style).fill(Color32::TRANSPARENT);
+        egui::Panel::bottom("status").frame(side).show(ui, |ui| {
             ui.horizontal(|ui| {
                 ui.label(&self.status);
             });
         });
         egui::Panel::left("controls")
+            .frame(side)
             .resizable(true)
             .default_size(300.0)
             .show(ui, |ui| {
                 acts.extend(self.controls_ui(ui));
             });
-        egui::CentralPanel::default().show(ui, |ui| {
+        egui::CentralPanel::default().frame(central).show(ui, |ui| {
             acts.extend(self.tab_bar_ui(ui));
             ui.separator();
             match self.settings.tab {
@@ -2836,6 +2851,10 @@ impl eframe::App for ExplorerApp {
         if self.bench_started.is_some() {
             self.ui_times.push(t_ui.elapsed().as_secs_f64() * 1e3);
         }
+    }
+
+    fn clear_color(&self, visuals: &egui::Visuals) -> [f32; 4] {
+        visuals.panel_fill.to_normalized_gamma_f32()
     }
 
     fn save(&mut self, storage: &mut dyn eframe::Storage) {
