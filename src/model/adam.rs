@@ -95,8 +95,7 @@ impl Adam {
             };
             let gv = to_vec(g);
             let mut p = to_vec(params[i].clone());
-            let first = self.hm[i].is_empty();
-            if first {
+            if self.hm[i].is_empty() {
                 self.hm[i] = vec![0.0; gv.len()];
                 self.hv[i] = vec![0.0; gv.len()];
             }
@@ -106,18 +105,15 @@ impl Adam {
                 .zip(self.hv[i].par_chunks_mut(CHUNK))
                 .zip(gv.par_chunks(CHUNK))
                 .for_each(|(((p, m), v), g)| {
-                    for j in 0..p.len() {
-                        let gj = g[j];
-                        // the first step has no history: m = g (1 - b1), v = g^2 (1 - b2)
-                        let mj = if first { gj * c1 } else { m[j] * b1 + gj * c1 };
-                        let vj = if first {
-                            gj * gj * c2
-                        } else {
-                            v[j] * b2 + gj * gj * c2
-                        };
-                        p[j] -= mj / (vj.sqrt() + eps) * lr;
-                        m[j] = mj;
-                        v[j] = vj;
+                    // the first step starts from m = v = 0, which gives exactly m = g (1 - b1),
+                    // v = g^2 (1 - b2); no branch in the loop, so the compiler vectorises it
+                    for (((p, m), v), &g) in p.iter_mut().zip(m.iter_mut()).zip(v.iter_mut()).zip(g)
+                    {
+                        let mj = *m * b1 + g * c1;
+                        let vj = *v * b2 + g * g * c2;
+                        *p -= mj / (vj.sqrt() + eps) * lr;
+                        *m = mj;
+                        *v = vj;
                     }
                 });
             params[i] = Tensor::from_data(TensorData::new(p, shape), &device);

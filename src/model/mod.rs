@@ -5,5 +5,6 @@ pub mod adam;
 pub mod baselines;
 pub mod linalg;
 pub mod net;
+pub mod skinny;
 
 pub use net::{Arch, Forward, HostMat, LossWeights, Net, NetKind, term_help, term_names};

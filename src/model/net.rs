@@ -348,42 +348,69 @@ pub fn prior(g: &Tensor<2>, alpha: &[f64]) -> Tensor<1> {
 /// sum ||z_hat_i||^2`. Z enters two products only: `Z [W_enc | W_dec^T | b_dec^T]` forward and
 /// `Z^T [dlogits | G | 1]` backward. (E1's value loses relative precision when the residual is
 /// tiny next to `||Z||^2`; its gradients do not: they have the rounding of the direct form.)
+///
+/// On the CPU backend with AVX2/FMA the two `Z` products run in [`super::skinny`]'s kernels on the
+/// host (`Z` is taken by value so that its buffer moves there without a copy); elsewhere
+/// through burn.
 pub fn cm_loss_and_grads(
-    z: &Tensor<2>,
+    z: Tensor<2>,
     cm: &[Tensor<2>],
     w: &LossWeights,
 ) -> (Tensor<1>, [Tensor<2>; 4]) {
-    let [b, _] = z.dims();
+    let [b, p] = z.dims();
     let dev = z.device();
     let (we, be, wd, bd) = (&cm[0], &cm[1], &cm[2], &cm[3]);
     let k = we.dims()[1];
+    let nq = 2 * k + 1;
     let on = |i: usize| if w.cm_terms[i] { 1.0 } else { 0.0 };
+    // Z on the host (CPU backend with the vector kernels), else as a tensor
+    let z = if dev == Device::flex() && super::skinny::available() {
+        ZIn::Host(host_vec(z))
+    } else {
+        ZIn::Dev(z)
+    };
     // the forward product: logits, Z W_dec^T, Z b_dec^T
-    let wcat = Tensor::cat(
-        vec![we.clone(), wd.clone().transpose(), bd.clone().transpose()],
-        1,
-    ); // p x (2K + 1)
-    let proj = z.clone().matmul(wcat); // B x (2K + 1)
+    let wcat_t = Tensor::cat(vec![we.clone().transpose(), wd.clone(), bd.clone()], 0); // (2K + 1) x p
+    let wdb = wcat_t.clone().narrow(0, k, k + 1); // (K + 1) x p: [W_dec; b_dec]
+    let (proj, z_sq) = match &z {
+        ZIn::Host(zh) => {
+            let mut out = vec![0f32; b * nq];
+            super::skinny::z_w(zh, b, p, &host_vec(wcat_t), nq, &mut out);
+            let sq = super::skinny::sum_sq(zh).unwrap_or(0.0);
+            (
+                Tensor::<2>::from_data(TensorData::new(out, [b, nq]), &dev),
+                Tensor::<1>::from_data(TensorData::new(vec![sq], [1]), &dev),
+            )
+        }
+        ZIn::Dev(zt) => (
+            zt.clone().matmul(wcat_t.transpose()),
+            zt.clone().square().sum(),
+        ),
+    }; // B x (2K + 1), [1]
     let g = softmax(proj.clone().narrow(1, 0, k) + be.clone(), 1); // B x K
     let zw = proj.clone().narrow(1, k, k); // B x K
     let zb = proj.narrow(1, 2 * k, 1); // B x 1
-    let h = wd.clone().matmul(wd.clone().transpose()); // K x K
-    let c = wd.clone().matmul(bd.clone().transpose()); // K x 1
-    let bb = bd.clone().square().sum(); // [1]
-    let gh = g.clone().matmul(h); // B x K
+    // H = W_dec W_dec^T, c = W_dec b_dec^T, ||b_dec||^2 and U U^T = H + c 1^T + 1 c^T + ||b||^2
+    // from one (K + 1) x (K + 1) Gram matrix of [W_dec; b_dec]
+    let gram = wdb.clone().matmul(wdb.transpose());
+    let h = gram.clone().slice([0..k, 0..k]); // K x K
+    let c = gram.clone().slice([0..k, k..k + 1]); // K x 1
+    let bb2 = gram.slice([k..k + 1, k..k + 1]); // 1 x 1
+    let bb = bb2.clone().reshape([1]); // [1]
+    let gh = g.clone().matmul(h.clone()); // B x K
     let u = wd.clone() + bd.clone(); // K x p
     let n = u.clone().square().sum_dim(1); // K x 1
     let colsum_g = g.clone().sum_dim(0); // 1 x K
     let s = colsum_g.clone() - g.clone().square().sum_dim(0); // 1 x K
     let q = g.clone().square().sum_dim(0); // 1 x K
     let a = g.clone().transpose().matmul(g.clone()); // K x K
-    let m_uu = u.clone().matmul(u.clone().transpose()); // K x K
+    let m_uu = h.clone() + c.clone() + c.clone().transpose() + bb2; // K x K
     // E1 = sum ||z||^2 - 2 sum z.z_hat + sum ||z_hat||^2, z.z_hat = g.(Z W^T) + z.b,
     // ||z_hat||^2 = g H g^T + 2 g c + ||b||^2
     let cross = (g.clone() * zw.clone()).sum() + zb.sum();
     let hat_sq =
         (gh.clone() * g.clone()).sum() + g.clone().matmul(c.clone()).sum() * 2.0 + bb * b as f64;
-    let e1 = z.clone().square().sum() - cross * 2.0 + hat_sq;
+    let e1 = z_sq - cross * 2.0 + hat_sq;
     let e2 = s.clone().matmul(n.clone()).reshape([1]);
     let e3 = q.clone().matmul(n.clone()).reshape([1]) - (a.clone() * m_uu.clone()).sum();
     let mean = g.clone().mean_dim(0) + 1e-10; // 1 x K
@@ -415,12 +442,17 @@ pub fn cm_loss_and_grads(
     }
     // softmax backward
     let dl = g.clone() * (dg.clone() - (dg * g.clone()).sum_dim(1)); // B x K
-    // the backward product: Z^T dlogits, Z^T G, Z^T 1
-    let back = z.clone().transpose().matmul(Tensor::cat(
-        vec![dl.clone(), g, Tensor::ones([b, 1], &dev)],
-        1,
-    )); // p x (2K + 1)
-    let dwe = back.clone().narrow(1, 0, k);
+    // the backward product: dlogits^T Z, G^T Z, 1^T Z
+    let d = Tensor::cat(vec![dl.clone(), g, Tensor::ones([b, 1], &dev)], 1); // B x (2K + 1)
+    let back = match z {
+        ZIn::Host(zh) => {
+            let mut out = vec![0f32; nq * p];
+            super::skinny::dt_z(&host_vec(d), nq, &zh, b, p, &mut out);
+            Tensor::<2>::from_data(TensorData::new(out, [nq, p]), &dev)
+        }
+        ZIn::Dev(zt) => d.transpose().matmul(zt),
+    }; // (2K + 1) x p
+    let dwe = back.clone().narrow(0, 0, k).transpose();
     let dbe = dl.sum_dim(0);
     // gradient with respect to U (K x p)
     let du = u.clone() * s.transpose() * (2.0 * on(1))
@@ -428,14 +460,32 @@ pub fn cm_loss_and_grads(
     let mut dwd = du.clone();
     let mut dbd = du.sum_dim(0);
     if w.cm_terms[0] {
-        let gtz = back.clone().narrow(1, k, k).transpose(); // K x p
-        let colsum_z = back.narrow(1, 2 * k, 1).transpose(); // 1 x p
+        let gtz = back.clone().narrow(0, k, k); // K x p
+        let colsum_z = back.narrow(0, 2 * k, 1); // 1 x p
         // -2 G^T R and -2 1^T R
         dwd = dwd
             + (gtz - a.matmul(wd.clone()) - colsum_g.clone().transpose().matmul(bd.clone())) * -2.0;
         dbd = dbd + (colsum_z - colsum_g.matmul(wd.clone()) - bd.clone() * b as f64) * -2.0;
     }
     (terms, [dwe, dbe, dwd, dbd])
+}
+
+/// The CM step's input: on the host for the vector kernels, or a tensor (one value per step,
+/// so the size difference between the variants does not matter).
+#[allow(clippy::large_enum_variant)]
+enum ZIn {
+    Host(Vec<f32>),
+    Dev(Tensor<2>),
+}
+
+/// A tensor's values on the host, row-major (moved without a copy when the CPU backend's
+/// tensor is contiguous and not shared).
+fn host_vec(t: Tensor<2>) -> Vec<f32> {
+    // converted to f32 first, so reading it as f32 cannot fail
+    t.into_data()
+        .convert::<f32>()
+        .try_into_vec::<f32>()
+        .unwrap_or_default()
 }
 
 /// Loss of a forward pass: (total `[1]`, terms `[n_terms]`, each as it enters the total).
@@ -568,7 +618,7 @@ mod tests {
             let f = net.forward(xa.clone());
             let (total, terms_ad) = loss(NetKind::Cm, &xa, &f, &w);
             let grads = total.backward();
-            let (terms_cf, grads_cf) = cm_loss_and_grads(&x, &params, &w);
+            let (terms_cf, grads_cf) = cm_loss_and_grads(x.clone(), &params, &w);
             let ta = vals(terms_ad.without_autodiff().detach());
             let tc = vals(terms_cf);
             for (a, c) in ta.iter().zip(&tc) {

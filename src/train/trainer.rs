@@ -430,7 +430,7 @@ impl Trainer {
             } else {
                 self.weights.clone()
             };
-            let (terms, grads) = net::cm_loss_and_grads(&z, &self.params[c..c + 4], &w);
+            let (terms, grads) = net::cm_loss_and_grads(z, &self.params[c..c + 4], &w);
             let mut g: Vec<Option<Tensor<2>>> = vec![None; self.params.len()];
             for (slot, gr) in g[c..c + 4].iter_mut().zip(grads) {
                 *slot = Some(gr);
