@@ -359,16 +359,81 @@ pub fn cm_loss_and_grads(
 ) -> (Tensor<1>, [Tensor<2>; 4]) {
     let [b, p] = z.dims();
     let dev = z.device();
-    let (we, be, wd, bd) = (&cm[0], &cm[1], &cm[2], &cm[3]);
-    let k = we.dims()[1];
-    let nq = 2 * k + 1;
-    let on = |i: usize| if w.cm_terms[i] { 1.0 } else { 0.0 };
     // Z on the host (CPU backend with the vector kernels), else as a tensor
     let z = if dev == Device::flex() && super::skinny::available() {
         ZIn::Host(host_vec(z))
     } else {
         ZIn::Dev(z)
     };
+    cm_step(z, b, p, &dev, cm, w)
+}
+
+/// [`cm_loss_and_grads`] for a batch already on the host (`z`: `b x p` row-major, gathered by
+/// the caller straight from the data set): `None` unless the parameters live on the CPU
+/// backend and the CPU runs [`super::skinny`]'s kernels.
+pub fn cm_loss_and_grads_host(
+    z: Vec<f32>,
+    b: usize,
+    cm: &[Tensor<2>],
+    w: &LossWeights,
+) -> Option<(Tensor<1>, [Tensor<2>; 4])> {
+    let dev = cm[0].device();
+    let p = cm[0].dims()[0];
+    (dev == Device::flex() && super::skinny::available() && z.len() == b * p)
+        .then(|| cm_step(ZIn::Host(z), b, p, &dev, cm, w))
+}
+
+/// The CM's soft assignments `softmax(X W_enc + b_enc)` (`rows x K`, row-major) of a block of
+/// samples on the host (`x`: `rows x p`, borrowed from the data set: no copy into a tensor);
+/// `cm` starts with `[W_enc (p x K), b_enc (1 x K)]`. `None` unless the parameters live on the
+/// CPU backend and the CPU runs [`super::skinny`]'s kernels.
+pub fn cm_gamma_host(x: &[f32], rows: usize, cm: &[Tensor<2>]) -> Option<Vec<f32>> {
+    let dev = cm[0].device();
+    let [p, k] = cm[0].dims();
+    if dev != Device::flex() || !super::skinny::available() || x.len() != rows * p {
+        return None;
+    }
+    let wt = host_vec(cm[0].clone().transpose()); // K x p
+    let b = host_vec(cm[1].clone()); // 1 x K
+    let mut g = vec![0f32; rows * k];
+    // blocks of 1024 rows over the CPU threads
+    const BLOCK: usize = 1024;
+    use rayon::prelude::*;
+    g.par_chunks_mut(BLOCK * k)
+        .zip(x.par_chunks(BLOCK * p))
+        .for_each(|(gc, xc)| {
+            super::skinny::z_w(xc, xc.len() / p, p, &wt, k, gc);
+            for row in gc.chunks_exact_mut(k) {
+                for (v, bj) in row.iter_mut().zip(&b) {
+                    *v += bj;
+                }
+                let m = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+                let mut sum = 0f32;
+                for v in row.iter_mut() {
+                    *v = (*v - m).exp();
+                    sum += *v;
+                }
+                for v in row.iter_mut() {
+                    *v /= sum;
+                }
+            }
+        });
+    Some(g)
+}
+
+fn cm_step(
+    z: ZIn,
+    b: usize,
+    p: usize,
+    dev: &Device,
+    cm: &[Tensor<2>],
+    w: &LossWeights,
+) -> (Tensor<1>, [Tensor<2>; 4]) {
+    let dev = dev.clone();
+    let (we, be, wd, bd) = (&cm[0], &cm[1], &cm[2], &cm[3]);
+    let k = we.dims()[1];
+    let nq = 2 * k + 1;
+    let on = |i: usize| if w.cm_terms[i] { 1.0 } else { 0.0 };
     // the forward product: logits, Z W_dec^T, Z b_dec^T
     let wcat_t = Tensor::cat(vec![we.clone().transpose(), wd.clone(), bd.clone()], 0); // (2K + 1) x p
     let wdb = wcat_t.clone().narrow(0, k, k + 1); // (K + 1) x p: [W_dec; b_dec]
@@ -549,6 +614,33 @@ mod tests {
             .convert::<f32>()
             .try_into_vec::<f32>()
             .unwrap()
+    }
+
+    /// The CM's host soft assignments equal burn's softmax(X W + b) (odd shapes: tails).
+    #[test]
+    fn cm_gamma_host_matches_the_tensor_path() {
+        if !super::super::skinny::available() {
+            return;
+        }
+        let (n, p, k) = (1500, 19, 5);
+        let x = t(n, p, 11);
+        let cm = [t(p, k, 12), t(1, k, 13)];
+        let xs = x
+            .clone()
+            .into_data()
+            .convert::<f32>()
+            .try_into_vec::<f32>()
+            .unwrap();
+        let got = cm_gamma_host(&xs, n, &cm).unwrap();
+        let want = softmax(x.matmul(cm[0].clone()) + cm[1].clone(), 1)
+            .into_data()
+            .convert::<f32>()
+            .try_into_vec::<f32>()
+            .unwrap();
+        assert_eq!(got.len(), want.len());
+        for (i, (a, b)) in got.iter().zip(&want).enumerate() {
+            assert!((a - b).abs() < 1e-5, "gamma[{i}]: {a} vs {b}");
+        }
     }
 
     #[test]

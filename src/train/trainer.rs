@@ -63,6 +63,8 @@ pub struct Trainer {
     phase_epochs: usize,
     epoch_in_phase: usize,
     perm: Option<Tensor<1, Int>>,
+    /// The same permutation on the host (rows for the CM's host path).
+    perm_host: Vec<i64>,
     cursor: usize,
     step: usize,
     epoch_terms: Vec<Tensor<1>>,
@@ -157,6 +159,7 @@ impl Trainer {
             phase_epochs: 0,
             epoch_in_phase: 0,
             perm: None,
+            perm_host: Vec::new(),
             cursor: 0,
             step: 0,
             epoch_terms: Vec::new(),
@@ -353,6 +356,7 @@ impl Trainer {
         if self.perm.is_none() {
             let mut p: Vec<i64> = (0..n as i64).collect();
             p.shuffle(&mut self.rng);
+            self.perm_host.clone_from(&p);
             self.perm = Some(Tensor::<1, Int>::from_data(
                 TensorData::new(p, [n]),
                 &self.device,
@@ -373,8 +377,9 @@ impl Trainer {
             .as_ref()
             .map(|p| p.clone().narrow(0, self.cursor, end - self.cursor));
         let Some(idx) = idx else { return Ok(None) };
+        let rows = self.cursor..end;
         self.cursor = end;
-        let terms = self.update(idx);
+        let terms = self.update(idx, rows);
         let step_terms = if self.cfg.step_events {
             let v = to_f32(terms.clone());
             sink.event(&Event::Step {
@@ -407,7 +412,7 @@ impl Trainer {
         self.history.len()
     }
 
-    fn update(&mut self, idx: Tensor<1, Int>) -> Tensor<1> {
+    fn update(&mut self, idx: Tensor<1, Int>, rows: std::ops::Range<usize>) -> Tensor<1> {
         // The clustering module alone (CM, or AE-CM pre-training its CM on the frozen embedding):
         // closed-form gradients, no autodiff graph.
         let cm_only = match self.phase {
@@ -417,11 +422,6 @@ impl Trainer {
         };
         if cm_only && !self.cfg.cm_autodiff {
             let c = 2 * self.arch.n_deep();
-            let z = match (&self.z_frozen, self.phase) {
-                (Some(zf), Phase::CmPretrain) => zf.clone(),
-                _ => self.x.clone(),
-            }
-            .select(0, idx);
             let w = if self.phase == Phase::CmPretrain {
                 LossWeights {
                     cm_terms: [true; 4],
@@ -430,6 +430,30 @@ impl Trainer {
             } else {
                 self.weights.clone()
             };
+            // CM on the CPU: the batch's rows straight from the host copy of the data
+            if self.phase != Phase::CmPretrain {
+                let d = self.data.d;
+                let mut zb = Vec::with_capacity(rows.len() * d);
+                for &r in &self.perm_host[rows.clone()] {
+                    let r = r as usize;
+                    zb.extend_from_slice(&self.data.x[r * d..(r + 1) * d]);
+                }
+                if let Some((terms, grads)) =
+                    net::cm_loss_and_grads_host(zb, rows.len(), &self.params[c..c + 4], &w)
+                {
+                    let mut g: Vec<Option<Tensor<2>>> = vec![None; self.params.len()];
+                    for (slot, gr) in g[c..c + 4].iter_mut().zip(grads) {
+                        *slot = Some(gr);
+                    }
+                    self.adam.step(self.lr, &mut self.params, g);
+                    return terms;
+                }
+            }
+            let z = match (&self.z_frozen, self.phase) {
+                (Some(zf), Phase::CmPretrain) => zf.clone(),
+                _ => self.x.clone(),
+            }
+            .select(0, idx);
             let (terms, grads) = net::cm_loss_and_grads(z, &self.params[c..c + 4], &w);
             let mut g: Vec<Option<Tensor<2>>> = vec![None; self.params.len()];
             for (slot, gr) in g[c..c + 4].iter_mut().zip(grads) {
@@ -581,12 +605,30 @@ impl Trainer {
         let mut labels = Vec::with_capacity(n);
         let mut lsp = 0f64;
         let mut zs = Vec::new();
+        let (d, c) = (self.data.d, 2 * self.arch.n_deep());
+        // CM on the CPU: gamma of every sample from the host copy of the data (no tensor copy
+        // of X), over the CPU threads
+        let g_all = if self.arch.kind == NetKind::Cm && !keep_z {
+            net::cm_gamma_host(&self.data.x[..n * d], n, &self.params[c..c + 2])
+        } else {
+            None
+        };
+        let k = g_all.as_ref().map_or(0, |g| g.len() / n.max(1));
         for s in (0..n).step_by(8192) {
-            let z = net.encode(self.x.clone().narrow(0, s, (n - s).min(8192)));
-            if keep_z {
-                zs.push(z.clone());
-            }
-            let g = net.gamma(z);
+            let m = (n - s).min(8192);
+            let g = match &g_all {
+                Some(gv) => Tensor::<2>::from_data(
+                    TensorData::new(gv[s * k..(s + m) * k].to_vec(), [m, k]),
+                    &self.device,
+                ),
+                None => {
+                    let z = net.encode(self.x.clone().narrow(0, s, m));
+                    if keep_z {
+                        zs.push(z.clone());
+                    }
+                    net.gamma(z)
+                }
+            };
             let (e2, e3) = e2_e3(&g, &u);
             lsp += to_f32(e2 + e3).first().copied().map_or(0.0, f64::from);
             let am = g.argmax(1);
@@ -851,6 +893,47 @@ mod tests {
         }
         .check(90, 2)
         .unwrap()
+    }
+
+    /// The CM's host path (rows gathered from the data set's host copy, AVX2 products) trains
+    /// the same parameters as burn's autodiff on gathered tensor rows, and predicts the same.
+    #[test]
+    fn cm_host_path_matches_autodiff_training() {
+        let train = |autodiff: bool| {
+            let mut none = |_: &Event| {};
+            let c = TrainConfig {
+                model: ModelKind::Cm,
+                clusters: 3,
+                alpha: vec![2.0],
+                batch: 32,
+                epochs: 2,
+                seed: 7,
+                cm_autodiff: autodiff,
+                ..TrainConfig::default()
+            }
+            .check(90, 2)
+            .unwrap();
+            let mut t = Trainer::new(c, blobs(), Device::flex(), "cpu").unwrap();
+            while !t.is_done() {
+                t.step(&mut none).unwrap();
+            }
+            (t.params_host(), t.predict())
+        };
+        let (host, (pred_h, lsp_h)) = train(false);
+        let (auto, (pred_a, lsp_a)) = train(true);
+        for (p, (a, b)) in host.iter().zip(&auto).enumerate() {
+            for (j, (x, y)) in a.data.iter().zip(&b.data).enumerate() {
+                assert!(
+                    (x - y).abs() <= 1e-4 * (1.0 + y.abs()),
+                    "param {p}[{j}]: {x} vs {y}"
+                );
+            }
+        }
+        assert_eq!(pred_h, pred_a);
+        assert!(
+            (lsp_h - lsp_a).abs() <= 1e-4 * (1.0 + lsp_a.abs()),
+            "{lsp_h} vs {lsp_a}"
+        );
     }
 
     #[test]
