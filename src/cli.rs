@@ -166,8 +166,9 @@ pub struct BenchArgs {
     /// Cases to run (default: all four).
     #[arg(long, value_delimiter = ',')]
     pub cases: Vec<String>,
-    /// Differentiate the CM with burn's autodiff instead of the closed-form gradients (to compare).
-    #[arg(long)]
+    /// Differentiate with burn's autodiff instead of the closed-form steps (the CM's gradients;
+    /// on the CPU the autoencoder's host step), to compare.
+    #[arg(long, alias = "autodiff")]
     pub cm_autodiff: bool,
 }
 
@@ -233,9 +234,9 @@ pub struct TrainArgs {
     /// Adam epsilon of the autoencoder pre-training (AE-CM pretrained, AE-KM).
     #[arg(long, default_value_t = 1e-7)]
     pub pretrain_adam_eps: f64,
-    /// Differentiate the clustering module with burn's autodiff instead of the closed-form
-    /// gradients (slower; same results up to rounding).
-    #[arg(long)]
+    /// Differentiate with burn's autodiff instead of the closed-form steps (the CM's gradients;
+    /// on the CPU the autoencoder's host step): slower, same results up to rounding.
+    #[arg(long, alias = "autodiff")]
     pub cm_autodiff: bool,
     /// Seed (initialisation and shuffling).
     #[arg(long, default_value_t = 0)]

@@ -79,7 +79,6 @@ impl Adam {
 
     fn host_step(&mut self, lr_t: f64, params: &mut [Tensor<2>], grads: Vec<Option<Tensor<2>>>) {
         use burn::tensor::TensorData;
-        use rayon::prelude::*;
         let (b1, b2) = (self.beta1 as f32, self.beta2 as f32);
         let (c1, c2) = ((1.0 - self.beta1) as f32, (1.0 - self.beta2) as f32);
         let (eps, lr) = (self.eps as f32, lr_t as f32);
@@ -99,24 +98,64 @@ impl Adam {
                 self.hm[i] = vec![0.0; gv.len()];
                 self.hv[i] = vec![0.0; gv.len()];
             }
-            const CHUNK: usize = 16_384;
-            p.par_chunks_mut(CHUNK)
-                .zip(self.hm[i].par_chunks_mut(CHUNK))
-                .zip(self.hv[i].par_chunks_mut(CHUNK))
-                .zip(gv.par_chunks(CHUNK))
-                .for_each(|(((p, m), v), g)| {
-                    // the first step starts from m = v = 0, which gives exactly m = g (1 - b1),
-                    // v = g^2 (1 - b2); no branch in the loop, so the compiler vectorises it
-                    for (((p, m), v), &g) in p.iter_mut().zip(m.iter_mut()).zip(v.iter_mut()).zip(g)
-                    {
-                        let mj = *m * b1 + g * c1;
-                        let vj = *v * b2 + g * g * c2;
-                        *p -= mj / (vj.sqrt() + eps) * lr;
-                        *m = mj;
-                        *v = vj;
-                    }
-                });
+            fused(
+                &mut p,
+                &mut self.hm[i],
+                &mut self.hv[i],
+                &gv,
+                [b1, b2, c1, c2, eps, lr],
+            );
             params[i] = Tensor::from_data(TensorData::new(p, shape), &device);
         }
     }
+
+    /// One update of parameters that live on the host (the AE-CM's host step,
+    /// [`super::dense`]): the same arithmetic as [`Self::step`]'s fused update, in place;
+    /// parameters with an empty gradient stay as they are.
+    pub fn step_host(&mut self, lr: f64, params: &mut [Vec<f32>], grads: &[Vec<f32>]) {
+        self.t += 1;
+        let t = self.t;
+        let lr_t = lr * (1.0 - self.beta2.powi(t)).sqrt() / (1.0 - self.beta1.powi(t));
+        let k = [
+            self.beta1 as f32,
+            self.beta2 as f32,
+            (1.0 - self.beta1) as f32,
+            (1.0 - self.beta2) as f32,
+            self.eps as f32,
+            lr_t as f32,
+        ];
+        for (i, (p, g)) in params.iter_mut().zip(grads).enumerate() {
+            if g.is_empty() || g.len() != p.len() {
+                continue;
+            }
+            if self.hm[i].len() != g.len() {
+                self.hm[i] = vec![0.0; g.len()];
+                self.hv[i] = vec![0.0; g.len()];
+            }
+            fused(p, &mut self.hm[i], &mut self.hv[i], g, k);
+        }
+    }
+}
+
+/// The fused Adam update of one parameter over the CPU threads; `k` = `[beta1, beta2, 1 -
+/// beta1, 1 - beta2, eps, lr_t]`.
+fn fused(p: &mut [f32], m: &mut [f32], v: &mut [f32], g: &[f32], k: [f32; 6]) {
+    use rayon::prelude::*;
+    let [b1, b2, c1, c2, eps, lr] = k;
+    const CHUNK: usize = 16_384;
+    p.par_chunks_mut(CHUNK)
+        .zip(m.par_chunks_mut(CHUNK))
+        .zip(v.par_chunks_mut(CHUNK))
+        .zip(g.par_chunks(CHUNK))
+        .for_each(|(((p, m), v), g)| {
+            // the first step starts from m = v = 0, which gives exactly m = g (1 - b1),
+            // v = g^2 (1 - b2); no branch in the loop, so the compiler vectorises it
+            for (((p, m), v), &g) in p.iter_mut().zip(m.iter_mut()).zip(v.iter_mut()).zip(g) {
+                let mj = *m * b1 + g * c1;
+                let vj = *v * b2 + g * g * c2;
+                *p -= mj / (vj.sqrt() + eps) * lr;
+                *m = mj;
+                *v = vj;
+            }
+        });
 }

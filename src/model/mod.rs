@@ -3,6 +3,7 @@
 
 pub mod adam;
 pub mod baselines;
+pub mod dense;
 pub mod linalg;
 pub mod net;
 pub mod skinny;

@@ -115,8 +115,10 @@ pub struct TrainConfig {
     /// mean-squared error).
     #[serde(default = "default_pretrain_eps")]
     pub pretrain_adam_eps: f64,
-    /// Differentiate the clustering module's loss with burn's autodiff instead of the closed-form
-    /// gradients (`model::net::cm_loss_and_grads`; same values up to rounding, slower).
+    /// Differentiate with burn's autodiff instead of the closed-form steps: the clustering
+    /// module's gradients (`model::net::cm_loss_and_grads`) and, on the CPU backend, the
+    /// autoencoder's host step (`model::dense`). Same values up to rounding, slower. (The name
+    /// is kept for the stored configurations of earlier runs.)
     #[serde(default)]
     pub cm_autodiff: bool,
     /// Seed of initialisation and shuffling.

@@ -8,11 +8,13 @@ use crate::error::{AecmError, Result};
 use crate::metrics::{Scores, scores};
 use crate::model::adam::Adam;
 use crate::model::baselines::{self, DeviceData};
+use crate::model::dense::{self, HostLoss};
 use crate::model::linalg::pinv;
 use crate::model::net::{self, Arch, HostMat, LossWeights, Net, NetKind, e2_e3};
 use crate::util::{SeededRng, rng};
 use burn::tensor::{Device, Int, Tensor, TensorData};
 use rand::seq::SliceRandom;
+use std::borrow::Cow;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
@@ -55,6 +57,10 @@ pub struct Trainer {
     /// Frozen embedding of the whole data set during `CmPretrain`.
     z_frozen: Option<Tensor<2>>,
     params: Vec<Tensor<2>>,
+    /// Host copies of the parameters while the autoencoder's host step trains them (CPU
+    /// backend, [`dense`]); `params` lags behind them while `host_dirty`.
+    host_params: Option<Vec<Vec<f32>>>,
+    host_dirty: bool,
     adam: Adam,
     rng: SeededRng,
     weights: LossWeights,
@@ -151,6 +157,8 @@ impl Trainer {
             x,
             z_frozen: None,
             params,
+            host_params: None,
+            host_dirty: false,
             adam: Adam::new(n_params, eps).with_host_update(host_adam),
             rng: rng(seed, 2),
             weights,
@@ -280,6 +288,10 @@ impl Trainer {
     }
 
     fn advance_phase(&mut self) -> Result<()> {
+        // transitions read and replace the tensors: bring them up to date, and let the next
+        // host step start again from them
+        self.sync_tensors();
+        self.host_params = None;
         loop {
             let next = match self.phase {
                 Phase::AePretrain => {
@@ -395,6 +407,7 @@ impl Trainer {
         self.epoch_terms.push(terms);
         self.step += 1;
         if self.phase == Phase::Averaging {
+            self.sync_tensors();
             let cur = self.params.clone();
             self.avg_sum = Some(match self.avg_sum.take() {
                 None => cur,
@@ -412,7 +425,86 @@ impl Trainer {
         self.history.len()
     }
 
+    /// True when this phase's step runs in [`dense`] on host copies of the parameters: the
+    /// autoencoder (AE-CM, its pre-training, AE-KM) on the CPU backend, unless `cm_autodiff`.
+    fn host_step_on(&self) -> bool {
+        !self.cfg.cm_autodiff
+            && self.device == Device::flex()
+            && dense::supported(&self.arch)
+            && matches!(
+                self.phase,
+                Phase::AePretrain | Phase::Train | Phase::Averaging
+            )
+    }
+
+    /// Tensors of host parameter vectors, in parameter order.
+    fn tensors_of(&self, host: &[Vec<f32>]) -> Vec<Tensor<2>> {
+        self.arch
+            .layers()
+            .iter()
+            .flat_map(|&(i, o)| [[i, o], [1, o]])
+            .zip(host)
+            .map(|(shape, v)| {
+                Tensor::<2>::from_data(TensorData::new(v.clone(), shape), &self.device)
+            })
+            .collect()
+    }
+
+    /// Brings `params` up to date with the host step's copies.
+    fn sync_tensors(&mut self) {
+        if self.host_dirty
+            && let Some(h) = &self.host_params
+        {
+            self.params = self.tensors_of(h);
+        }
+        self.host_dirty = false;
+    }
+
+    /// The current parameters as tensors (built from the host step's copies when those are
+    /// newer).
+    fn current(&self) -> Cow<'_, [Tensor<2>]> {
+        match &self.host_params {
+            Some(h) if self.host_dirty => Cow::Owned(self.tensors_of(h)),
+            _ => Cow::Borrowed(&self.params),
+        }
+    }
+
+    /// One step of [`dense::step`] on the batch `rows` of the permutation, gathered from the
+    /// host copy of the data, and the fused Adam update of the host parameters.
+    fn host_update(&mut self, rows: std::ops::Range<usize>) -> Tensor<1> {
+        let d = self.data.d;
+        let b = rows.len();
+        let mut xb = Vec::with_capacity(b * d);
+        for &r in &self.perm_host[rows] {
+            let r = r as usize;
+            xb.extend_from_slice(&self.data.x[r * d..(r + 1) * d]);
+        }
+        let loss = if self.phase == Phase::AePretrain {
+            HostLoss::AeMse
+        } else {
+            HostLoss::AeCm
+        };
+        let params = &self.params;
+        let hp = self.host_params.get_or_insert_with(|| {
+            params
+                .iter()
+                .map(|t| HostMat::from_tensor(t).data)
+                .collect()
+        });
+        let out = dense::step(&self.arch, hp, &xb, b, loss, &self.weights);
+        self.adam.step_host(self.lr, hp, &out.grads);
+        self.host_dirty = true;
+        let n = out.terms.len();
+        Tensor::<1>::from_data(TensorData::new(out.terms, [n]), &self.device)
+    }
+
     fn update(&mut self, idx: Tensor<1, Int>, rows: std::ops::Range<usize>) -> Tensor<1> {
+        if self.host_step_on() {
+            return self.host_update(rows);
+        }
+        // the tensor paths below change `params`: the host copies are then out of date
+        self.sync_tensors();
+        self.host_params = None;
         // The clustering module alone (CM, or AE-CM pre-training its CM on the frozen embedding):
         // closed-form gradients, no autodiff graph.
         let cm_only = match self.phase {
@@ -529,6 +621,7 @@ impl Trainer {
     }
 
     fn finish_epoch(&mut self, sink: &mut dyn EventSink) -> Result<()> {
+        self.sync_tensors();
         let steps = self.epoch_terms.len();
         let terms: Vec<f64> = if steps > 0 {
             let k = self.epoch_terms[0].dims()[0];
@@ -571,9 +664,17 @@ impl Trainer {
 
     /// Embedding of the whole data set (`N x p`; the input itself for CM), in chunks.
     pub fn embed_all(&self) -> Tensor<2> {
+        if let Some(hp) = &self.host_params
+            && dense::supported(&self.arch)
+        {
+            let (n, d) = (self.data.n, self.data.d);
+            let z = dense::encode(&self.arch, hp, &self.data.x[..n * d], n);
+            return Tensor::from_data(TensorData::new(z, [n, self.arch.embed]), &self.device);
+        }
+        let cur = self.current();
         let net = Net {
             arch: &self.arch,
-            params: &self.params,
+            params: &cur,
         };
         let n = self.data.n;
         let chunks: Vec<Tensor<2>> = (0..n)
@@ -596,9 +697,10 @@ impl Trainer {
     }
 
     fn predict_inner(&self, keep_z: bool) -> (Vec<u32>, f64, Option<HostMat>) {
+        let cur = self.current();
         let net = Net {
             arch: &self.arch,
-            params: &self.params,
+            params: &cur,
         };
         let n = self.data.n;
         let u = net.centroids();
@@ -606,12 +708,21 @@ impl Trainer {
         let mut lsp = 0f64;
         let mut zs = Vec::new();
         let (d, c) = (self.data.d, 2 * self.arch.n_deep());
-        // CM on the CPU: gamma of every sample from the host copy of the data (no tensor copy
-        // of X), over the CPU threads
-        let g_all = if self.arch.kind == NetKind::Cm && !keep_z {
-            net::cm_gamma_host(&self.data.x[..n * d], n, &self.params[c..c + 2])
-        } else {
-            None
+        // AE-CM trained by the host step: the encoder on the host copies of the parameters and
+        // of the data
+        let host_z = match &self.host_params {
+            Some(hp) if self.arch.kind == NetKind::AeCm && dense::supported(&self.arch) => {
+                Some(dense::encode(&self.arch, hp, &self.data.x[..n * d], n))
+            }
+            _ => None,
+        };
+        // gamma of every sample on the host (no tensor copy of X or Z), over the CPU threads
+        let g_all = match &host_z {
+            Some(z) => net::cm_gamma_host(z, n, &cur[c..c + 2]),
+            None if self.arch.kind == NetKind::Cm && !keep_z => {
+                net::cm_gamma_host(&self.data.x[..n * d], n, &cur[c..c + 2])
+            }
+            None => None,
         };
         let k = g_all.as_ref().map_or(0, |g| g.len() / n.max(1));
         for s in (0..n).step_by(8192) {
@@ -641,7 +752,14 @@ impl Trainer {
                     .map(|v| v as u32),
             );
         }
-        let z = (keep_z && !zs.is_empty()).then(|| HostMat::from_tensor(&Tensor::cat(zs, 0)));
+        let z = match host_z {
+            Some(data) if keep_z => Some(HostMat {
+                rows: n,
+                cols: self.arch.embed,
+                data,
+            }),
+            _ => (keep_z && !zs.is_empty()).then(|| HostMat::from_tensor(&Tensor::cat(zs, 0))),
+        };
         (labels, lsp, z)
     }
 
@@ -656,15 +774,30 @@ impl Trainer {
 
     /// A host copy of every parameter, in parameter order.
     pub fn params_host(&self) -> Vec<HostMat> {
-        self.params.iter().map(HostMat::from_tensor).collect()
+        match &self.host_params {
+            Some(h) if self.host_dirty => self
+                .arch
+                .layers()
+                .iter()
+                .flat_map(|&(i, o)| [(i, o), (1, o)])
+                .zip(h)
+                .map(|((rows, cols), v)| HostMat {
+                    rows,
+                    cols,
+                    data: v.clone(),
+                })
+                .collect(),
+            _ => self.params.iter().map(HostMat::from_tensor).collect(),
+        }
     }
 
     /// Centroids in embedding space (`K x p`).
     pub fn centroids(&self) -> HostMat {
+        let cur = self.current();
         HostMat::from_tensor(
             &Net {
                 arch: &self.arch,
-                params: &self.params,
+                params: &cur,
             }
             .centroids(),
         )
@@ -672,9 +805,10 @@ impl Trainer {
 
     /// Centroids decoded to input space (`K x d`): AE-CM decodes them, CM centroids already are.
     pub fn decoded_centroids(&self) -> HostMat {
+        let cur = self.current();
         let net = Net {
             arch: &self.arch,
-            params: &self.params,
+            params: &cur,
         };
         let u = net.centroids();
         match self.arch.kind {
@@ -689,9 +823,10 @@ impl Trainer {
         match self.arch.kind {
             NetKind::Cm => z.clone(),
             NetKind::AeCm => {
+                let cur = self.current();
                 let net = Net {
                     arch: &self.arch,
-                    params: &self.params,
+                    params: &cur,
                 };
                 HostMat::from_tensor(&net.decode(z.to_tensor(&self.device)))
             }
@@ -737,9 +872,10 @@ impl Trainer {
                 &mut rng(self.cfg.seed, 4),
             );
             let dec = {
+                let cur = self.current();
                 let net = Net {
                     arch: &self.arch,
-                    params: &self.params,
+                    params: &cur,
                 };
                 HostMat::from_tensor(&net.decode(km.centres.to_tensor(&self.device)))
             };
@@ -934,6 +1070,76 @@ mod tests {
             (lsp_h - lsp_a).abs() <= 1e-4 * (1.0 + lsp_a.abs()),
             "{lsp_h} vs {lsp_a}"
         );
+    }
+
+    /// The autoencoder's host step ([`dense`]: parameters in host vectors between steps)
+    /// trains the same AE-CM as burn's autodiff, with random and with pre-trained
+    /// initialisation (host pre-training, the CM's tensor pre-training in between, host joint
+    /// training, the averaging epoch), and predicts the same.
+    #[test]
+    fn aecm_host_step_matches_autodiff_training() {
+        for init in [Init::Random, Init::Pretrained] {
+            let train = |autodiff: bool| {
+                let mut none = |_: &Event| {};
+                let c = TrainConfig {
+                    model: ModelKind::Aecm,
+                    clusters: 3,
+                    alpha: vec![2.0],
+                    batch: 32,
+                    pretrain_batch: 32,
+                    epochs: 2,
+                    pretrain_epochs: 2,
+                    cm_pretrain_epochs: 1,
+                    averaging: true,
+                    hidden: vec![8, 5],
+                    embed: 2,
+                    seed: 7,
+                    init,
+                    cm_autodiff: autodiff,
+                    ..TrainConfig::default()
+                }
+                .check(90, 2)
+                .unwrap();
+                let mut t = Trainer::new(c, blobs(), Device::flex(), "cpu").unwrap();
+                let mut mid = None;
+                while !t.is_done() {
+                    t.step(&mut none).unwrap();
+                    if t.steps() == 4 {
+                        // read between steps, while the host copies are ahead of the tensors
+                        mid = Some((t.params_host(), t.centroids(), t.predict()));
+                    }
+                }
+                (t.params_host(), t.predict(), mid, t.history().to_vec())
+            };
+            let (host, (pred_h, lsp_h), mid_h, hist_h) = train(false);
+            let (auto, (pred_a, lsp_a), mid_a, hist_a) = train(true);
+            let close = |a: &[HostMat], b: &[HostMat], what: &str| {
+                for (p, (a, b)) in a.iter().zip(b).enumerate() {
+                    for (j, (x, y)) in a.data.iter().zip(&b.data).enumerate() {
+                        assert!(
+                            (x - y).abs() <= 1e-3 * (1.0 + y.abs()),
+                            "{init:?} {what} param {p}[{j}]: {x} vs {y}"
+                        );
+                    }
+                }
+            };
+            close(&host, &auto, "final");
+            let ((ph, ch, (prh, _)), (pa, ca, (pra, _))) = (mid_h.unwrap(), mid_a.unwrap());
+            close(&ph, &pa, "after 4 steps");
+            close(&[ch], &[ca], "centroids after 4 steps");
+            assert_eq!(prh, pra);
+            assert_eq!(pred_h, pred_a);
+            assert!(
+                (lsp_h - lsp_a).abs() <= 1e-3 * (1.0 + lsp_a.abs()),
+                "{lsp_h} vs {lsp_a}"
+            );
+            assert_eq!(hist_h.len(), hist_a.len());
+            for (a, b) in hist_h.iter().zip(&hist_a) {
+                for (x, y) in a.terms.iter().zip(&b.terms) {
+                    assert!((x - y).abs() <= 1e-3 * (1.0 + y.abs()), "{x} vs {y}");
+                }
+            }
+        }
     }
 
     #[test]

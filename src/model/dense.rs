@@ -1,0 +1,642 @@
+//! The autoencoder's training step on the CPU backend, in host memory: forward pass, loss and
+//! closed-form backward pass of the AE-CM (ALGORITHM.md section 2) and of the plain autoencoder's
+//! pre-training, with the matrix products in the `gemm` crate (the one burn's `flex` backend
+//! calls) and every element-wise pass fused and split over the CPU threads.
+//!
+//! Why (BENCHMARKS.md, item 8): on burn's autodiff the AE-CM step spent about 45% of its wall
+//! time outside the products, mostly on one core: copies of every parameter and gradient into
+//! and out of tensors, the LeakyReLU's backward `mask_where`, the graph's temporary buffers.
+//! Here the parameters stay in host vectors between steps (the trainer turns them into tensors
+//! only when something reads them), the bias is the product's initial value, and LeakyReLU and
+//! its derivative are one pass each.
+//!
+//! All matrices are row-major `Vec<f32>`; kernels are `fan_in x fan_out` and biases `1 x fan_out`,
+//! in the parameter order of [`Arch::layers`] (encoder, decoder, then the CM's `W_enc`, `b_enc`,
+//! `W_dec`, `b_dec`). Checked against burn's autodiff on the loss of [`super::net::loss`].
+
+use super::net::{Arch, LossWeights, NetKind};
+use rayon::prelude::*;
+
+/// The loss a host step differentiates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HostLoss {
+    /// Plain autoencoder pre-training: mean squared error over the batch's `B x d` entries
+    /// (one term).
+    AeMse,
+    /// The AE-CM loss: `[beta * rec, CM rec, sparsity, prior, lambda * orth]` (five terms).
+    AeCm,
+}
+
+/// True when [`step`] implements `arch` (AE-CM without the quadratic feature layer).
+pub fn supported(arch: &Arch) -> bool {
+    arch.kind == NetKind::AeCm && !arch.quadratic && !arch.hidden.is_empty()
+}
+
+/// A strided view of a matrix for `gemm` (`rs`, `cs`: row and column strides in elements).
+#[derive(Clone, Copy)]
+struct View<'a> {
+    data: &'a [f32],
+    rows: usize,
+    cols: usize,
+    rs: usize,
+    cs: usize,
+}
+
+impl<'a> View<'a> {
+    /// A row-major `rows x cols` matrix.
+    fn rm(data: &'a [f32], rows: usize, cols: usize) -> Self {
+        Self {
+            data,
+            rows,
+            cols,
+            rs: cols,
+            cs: 1,
+        }
+    }
+
+    /// The transpose (no copy).
+    fn t(self) -> Self {
+        Self {
+            data: self.data,
+            rows: self.cols,
+            cols: self.rows,
+            rs: self.cs,
+            cs: self.rs,
+        }
+    }
+
+    /// True when every element the view names lies inside `data`.
+    fn in_bounds(&self) -> bool {
+        self.rows == 0
+            || self.cols == 0
+            || (self.rows - 1) * self.rs + (self.cols - 1) * self.cs < self.data.len()
+    }
+}
+
+/// Products below this many multiply-adds run on one thread (burn-flex's threshold).
+const PARALLEL_MACS: usize = 192 * 192 * 192;
+
+/// `dst (m x n, row-major) = [dst +] a b` through `gemm`.
+fn matmul(dst: &mut [f32], acc: bool, a: View<'_>, b: View<'_>) {
+    let (m, k, n) = (a.rows, a.cols, b.cols);
+    // invariants of this module's own calls, not of user input
+    assert!(
+        b.rows == k && dst.len() == m * n && a.in_bounds() && b.in_bounds(),
+        "matmul shapes: {m}x{k} by {}x{n} into {}",
+        b.rows,
+        dst.len()
+    );
+    if m == 0 || n == 0 {
+        return;
+    }
+    if k == 0 {
+        if !acc {
+            dst.fill(0.0);
+        }
+        return;
+    }
+    let par = if m * n * k >= PARALLEL_MACS {
+        gemm::Parallelism::Rayon(0)
+    } else {
+        gemm::Parallelism::None
+    };
+    // SAFETY: the three views are in bounds (checked above: the largest offset each one names
+    // is inside its slice), `dst` is a distinct, exclusively borrowed `m x n` row-major buffer,
+    // and `gemm` reads and writes only the elements the shapes and strides name.
+    unsafe {
+        gemm::gemm(
+            m,
+            n,
+            k,
+            dst.as_mut_ptr(),
+            1,
+            n as isize,
+            acc,
+            a.data.as_ptr(),
+            a.cs as isize,
+            a.rs as isize,
+            b.data.as_ptr(),
+            b.cs as isize,
+            b.rs as isize,
+            1.0f32,
+            1.0f32,
+            false,
+            false,
+            false,
+            par,
+        );
+    }
+}
+
+/// Rows per task of the element-wise passes.
+const ROWS: usize = 64;
+
+/// LeakyReLU slope (ALGORITHM.md section 2).
+const SLOPE: f32 = 0.2;
+
+/// `B x n` filled with the bias row `b`, then `+= a W` (the dense layer's pre-activation).
+fn dense(a: View<'_>, w: &[f32], bias: &[f32]) -> Vec<f32> {
+    let n = bias.len();
+    let mut out = vec![0f32; a.rows * n];
+    out.par_chunks_mut(ROWS * n).for_each(|blk| {
+        for row in blk.chunks_exact_mut(n) {
+            row.copy_from_slice(bias);
+        }
+    });
+    matmul(&mut out, true, a, View::rm(w, a.cols, n));
+    out
+}
+
+fn leaky_inplace(h: &mut [f32]) {
+    h.par_chunks_mut(ROWS * 512).for_each(|c| {
+        for v in c {
+            *v = if *v < 0.0 { *v * SLOPE } else { *v };
+        }
+    });
+}
+
+/// `delta *= LeakyReLU'(pre-activation)`, read from the activation itself (same sign).
+fn leaky_back(delta: &mut [f32], act: &[f32]) {
+    delta
+        .par_chunks_mut(ROWS * 512)
+        .zip(act.par_chunks(ROWS * 512))
+        .for_each(|(d, a)| {
+            for (d, &a) in d.iter_mut().zip(a) {
+                *d = if a < 0.0 { *d * SLOPE } else { *d };
+            }
+        });
+}
+
+/// Column sums of a `rows x n` row-major matrix (`1 x n`).
+fn colsum(m: &[f32], n: usize) -> Vec<f32> {
+    let part = |c: &[f32]| {
+        let mut s = vec![0f32; n];
+        for row in c.chunks_exact(n) {
+            for (s, v) in s.iter_mut().zip(row) {
+                *s += v;
+            }
+        }
+        s
+    };
+    if m.len() < 1 << 16 {
+        return part(m);
+    }
+    m.par_chunks(ROWS * n).map(part).reduce(
+        || vec![0f32; n],
+        |mut a, b| {
+            for (a, b) in a.iter_mut().zip(b) {
+                *a += b;
+            }
+            a
+        },
+    )
+}
+
+/// The deep encoder's output `Z` (`rows x p`, row-major) of `x` (`rows x d`), in blocks of rows
+/// (prediction over a whole data set). `arch` must be [`supported`].
+pub fn encode(arch: &Arch, params: &[Vec<f32>], x: &[f32], rows: usize) -> Vec<f32> {
+    let layers = arch.layers();
+    let n_enc = (layers.len() - 2) / 2;
+    let (d, p) = (arch.input, arch.embed);
+    assert!(
+        supported(arch) && params.len() == 2 * layers.len() && x.len() == rows * d,
+        "host encoder: unsupported architecture or wrong sizes"
+    );
+    const BLOCK: usize = 2048;
+    let mut z = Vec::with_capacity(rows * p);
+    for xb in x.chunks(BLOCK * d) {
+        let b = xb.len() / d;
+        let mut h = dense(View::rm(xb, b, d), &params[0], &params[1]);
+        for l in 1..n_enc {
+            leaky_inplace(&mut h);
+            h = dense(
+                View::rm(&h, b, layers[l].0),
+                &params[2 * l],
+                &params[2 * l + 1],
+            );
+        }
+        z.extend_from_slice(&h);
+    }
+    z
+}
+
+/// Loss terms and gradients of one host step.
+pub struct StepOut {
+    /// The loss terms as [`super::net::loss`] reports them (AE-CM: five; pre-training: the MSE).
+    pub terms: Vec<f32>,
+    /// Gradient of the total for every parameter, in parameter order; empty for parameters the
+    /// loss does not involve (the CM's during pre-training).
+    pub grads: Vec<Vec<f32>>,
+}
+
+/// One forward and backward pass on a batch `x` (`b x d`, row-major) with parameters `params`
+/// (host vectors in the order of [`Arch::layers`]). `arch` must be [`supported`].
+///
+/// Shapes: encoder `B x d -> B x p` (LeakyReLU(0.2) after every hidden layer, linear output),
+/// decoder `B x p -> B x d`; the CM on `Z` (`B x p`): `G = softmax(Z W_enc + b_enc)` (`B x K`),
+/// `Z_hat = G W_dec + b_dec`, `U = W_dec + b_dec` (`K x p`). With `R = Z - Z_hat`, the prior's
+/// weights `w_k = 1 - alpha_r(k)` (r(k) the rank of the batch mean `m_k`) and `S = sign(U U^T -
+/// I)`:
+/// - d(beta ||X - X_hat||^2)/dX_hat = 2 beta (X_hat - X);
+/// - dG = -2 R W_dec^T + (1 - 2 G) + w_k / (B (m_k + 1e-10)); the softmax's backward
+///   `dlogits = G * (dG - rowsum(dG * G))`;
+/// - dU = 2 lambda S U (S is symmetric), added to W_dec and, summed over rows, to b_dec;
+/// - dW_dec = -2 G^T R + dU, db_dec = -2 colsum(R) + colsum(dU), dW_enc = Z^T dlogits,
+///   db_enc = colsum(dlogits), dZ = 2 R + dlogits W_enc^T + (the decoder's backward).
+pub fn step(
+    arch: &Arch,
+    params: &[Vec<f32>],
+    x: &[f32],
+    b: usize,
+    loss: HostLoss,
+    w: &LossWeights,
+) -> StepOut {
+    let layers = arch.layers();
+    let n_deep = layers.len() - 2;
+    let n_enc = n_deep / 2;
+    let d = arch.input;
+    assert!(
+        supported(arch) && params.len() == 2 * layers.len() && x.len() == b * d,
+        "host step: unsupported architecture or wrong sizes"
+    );
+    // forward: acts[l] is the input of deep layer l; acts[n_enc] = Z, acts[n_deep] = X_hat
+    let mut acts: Vec<Vec<f32>> = Vec::with_capacity(n_deep);
+    for (l, &(fin, _)) in layers[..n_deep].iter().enumerate() {
+        let input = if l == 0 { x } else { &acts[l - 1] };
+        let mut h = dense(View::rm(input, b, fin), &params[2 * l], &params[2 * l + 1]);
+        if l + 1 != n_enc && l + 1 != n_deep {
+            leaky_inplace(&mut h);
+        }
+        acts.push(h);
+    }
+    let act = |l: usize| -> &[f32] { if l == 0 { x } else { &acts[l - 1] } };
+    let x_hat = act(n_deep);
+    let z = act(n_enc);
+    let mut grads: Vec<Vec<f32>> = vec![Vec::new(); params.len()];
+
+    // the deep reconstruction and its gradient with respect to X_hat
+    let (scale, terms0) = match loss {
+        HostLoss::AeMse => (1.0 / (b * d) as f64, 1.0 / (b * d) as f64),
+        HostLoss::AeCm => (w.beta, w.beta),
+    };
+    let mut delta = vec![0f32; b * d];
+    let sq: f64 = delta
+        .par_chunks_mut(ROWS * d)
+        .zip(x_hat.par_chunks(ROWS * d).zip(x.par_chunks(ROWS * d)))
+        .map(|(dl, (xh, xv))| {
+            let mut s = 0f64;
+            for ((dl, &xh), &xv) in dl.iter_mut().zip(xh).zip(xv) {
+                let r = xh - xv;
+                s += f64::from(r * r);
+                *dl = (2.0 * scale) as f32 * r;
+            }
+            s
+        })
+        .sum();
+    let mut terms = vec![(sq * terms0) as f32];
+
+    // the clustering module on Z: its terms, its parameters' gradients and dZ
+    let dz_cm = if loss == HostLoss::AeCm {
+        let c = 2 * n_deep;
+        let (t, gcm, dz) = cm_part(arch, z, b, &params[c..c + 4], w);
+        terms.extend(t);
+        for (slot, g) in grads[c..c + 4].iter_mut().zip(gcm) {
+            *slot = g;
+        }
+        Some(dz)
+    } else {
+        None
+    };
+
+    // backward through the decoder, then the encoder
+    for l in (0..n_deep).rev() {
+        let (fin, fout) = layers[l];
+        if l + 1 == n_enc
+            && let Some(dz) = &dz_cm
+        {
+            for (a, b) in delta.iter_mut().zip(dz) {
+                *a += b;
+            }
+        }
+        if l + 1 != n_enc && l + 1 != n_deep {
+            leaky_back(&mut delta, act(l + 1));
+        }
+        let mut dw = vec![0f32; fin * fout];
+        matmul(
+            &mut dw,
+            false,
+            View::rm(act(l), b, fin).t(),
+            View::rm(&delta, b, fout),
+        );
+        grads[2 * l] = dw;
+        grads[2 * l + 1] = colsum(&delta, fout);
+        if l > 0 {
+            let mut next = vec![0f32; b * fin];
+            matmul(
+                &mut next,
+                false,
+                View::rm(&delta, b, fout),
+                View::rm(&params[2 * l], fin, fout).t(),
+            );
+            delta = next;
+        }
+    }
+    StepOut { terms, grads }
+}
+
+/// The AE-CM's clustering-module terms on `Z` (`b x p`): `[CM rec, sparsity, prior, lambda *
+/// orth]`, the gradients of `[W_enc, b_enc, W_dec, b_dec]` and dZ (`b x p`). `K x p` and `b x
+/// K` arrays: plain loops.
+#[allow(clippy::needless_range_loop)]
+fn cm_part(
+    arch: &Arch,
+    z: &[f32],
+    b: usize,
+    cm: &[Vec<f32>],
+    w: &LossWeights,
+) -> (Vec<f32>, Vec<Vec<f32>>, Vec<f32>) {
+    let (p, k) = (arch.embed, arch.k);
+    let (we, be, wd, bd) = (&cm[0], &cm[1], &cm[2], &cm[3]);
+    // G = softmax(Z W_enc + b_enc)
+    let mut g = dense(View::rm(z, b, p), we, be);
+    for row in g.chunks_exact_mut(k) {
+        let m = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+        let mut s = 0f32;
+        for v in row.iter_mut() {
+            *v = (*v - m).exp();
+            s += *v;
+        }
+        for v in row.iter_mut() {
+            *v /= s;
+        }
+    }
+    // R = Z - (G W_dec + b_dec)
+    let mut r = dense(View::rm(&g, b, k), wd, bd);
+    for (rv, zv) in r.iter_mut().zip(z) {
+        *rv = zv - *rv;
+    }
+    let cm_rec: f64 = r.iter().map(|v| f64::from(v * v)).sum();
+    let sparsity: f64 = g.iter().map(|&v| f64::from(v * (1.0 - v))).sum();
+    // prior on the batch means, weights by rank
+    let colg = colsum(&g, k);
+    let mean: Vec<f32> = colg.iter().map(|s| s / b as f32 + 1e-10).collect();
+    let logm: Vec<f32> = mean.iter().map(|m| m.ln()).collect();
+    let mut wk = vec![0f32; k];
+    if w.alpha.len() <= 1 {
+        let a = w.alpha.first().copied().unwrap_or(1.0);
+        wk.fill((1.0 - a) as f32);
+    } else {
+        let mut order: Vec<usize> = (0..k).collect();
+        order.sort_by(|&i, &j| logm[i].total_cmp(&logm[j]));
+        for (rank, &cl) in order.iter().enumerate() {
+            wk[cl] = (1.0 - w.alpha[rank.min(w.alpha.len() - 1)]) as f32;
+        }
+    }
+    let prior: f64 = logm.iter().zip(&wk).map(|(l, w)| f64::from(l * w)).sum();
+    // U = W_dec + b_dec, M = U U^T, S = sign(M - I)
+    let mut u = wd.clone();
+    for row in u.chunks_exact_mut(p) {
+        for (v, bv) in row.iter_mut().zip(bd) {
+            *v += bv;
+        }
+    }
+    let lam = w.lambda as f32;
+    let mut orth = 0f64;
+    let mut s = vec![0f32; k * k];
+    for i in 0..k {
+        for j in 0..k {
+            let mij: f32 = u[i * p..(i + 1) * p]
+                .iter()
+                .zip(&u[j * p..(j + 1) * p])
+                .map(|(a, b)| a * b)
+                .sum();
+            let e = mij - if i == j { 1.0 } else { 0.0 };
+            orth += f64::from(e.abs());
+            s[i * k + j] = if e > 0.0 {
+                1.0
+            } else if e < 0.0 {
+                -1.0
+            } else {
+                0.0
+            };
+        }
+    }
+    let terms = vec![
+        cm_rec as f32,
+        sparsity as f32,
+        prior as f32,
+        (orth * w.lambda) as f32,
+    ];
+    // dG, then dlogits in place
+    let mut dl = vec![0f32; b * k];
+    matmul(&mut dl, false, View::rm(&r, b, p), View::rm(wd, k, p).t());
+    let pw: Vec<f32> = wk
+        .iter()
+        .zip(&mean)
+        .map(|(w, m)| w / (b as f32 * m))
+        .collect();
+    for (drow, grow) in dl.chunks_exact_mut(k).zip(g.chunks_exact(k)) {
+        let mut dot = 0f32;
+        for j in 0..k {
+            drow[j] = -2.0 * drow[j] + (1.0 - 2.0 * grow[j]) + pw[j];
+            dot += drow[j] * grow[j];
+        }
+        for j in 0..k {
+            drow[j] = grow[j] * (drow[j] - dot);
+        }
+    }
+    // dU = 2 lambda S U
+    let mut du = vec![0f32; k * p];
+    matmul(&mut du, false, View::rm(&s, k, k), View::rm(&u, k, p));
+    for v in &mut du {
+        *v *= 2.0 * lam;
+    }
+    let mut dwe = vec![0f32; p * k];
+    matmul(&mut dwe, false, View::rm(z, b, p).t(), View::rm(&dl, b, k));
+    let dbe = colsum(&dl, k);
+    let mut dwd = du.clone();
+    // -2 G^T R
+    let mut gtr = vec![0f32; k * p];
+    matmul(&mut gtr, false, View::rm(&g, b, k).t(), View::rm(&r, b, p));
+    for (a, v) in dwd.iter_mut().zip(&gtr) {
+        *a -= 2.0 * v;
+    }
+    let colr = colsum(&r, p);
+    let cold = colsum(&du, p);
+    let dbd: Vec<f32> = colr.iter().zip(&cold).map(|(r, c)| c - 2.0 * r).collect();
+    // dZ = 2 R + dlogits W_enc^T
+    let mut dz = r;
+    for v in &mut dz {
+        *v *= 2.0;
+    }
+    matmul(&mut dz, true, View::rm(&dl, b, k), View::rm(we, p, k).t());
+    (terms, vec![dwe, dbe, dwd, dbd], dz)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::net::{self, Net};
+    use burn::tensor::{Device, Tensor, TensorData};
+
+    fn arch(k: usize) -> Arch {
+        Arch {
+            kind: NetKind::AeCm,
+            input: 7,
+            hidden: vec![6, 9],
+            embed: 3,
+            k,
+            quadratic: false,
+        }
+    }
+
+    fn params(a: &Arch, seed: u64) -> Vec<Vec<f32>> {
+        let mut r = crate::util::rng(seed, 0);
+        net::random_params(a, &mut r)
+            .into_iter()
+            .map(|m| m.data)
+            .collect()
+    }
+
+    fn data(n: usize, d: usize, seed: u64) -> Vec<f32> {
+        let mut r = crate::util::rng(seed, 9);
+        (0..n * d)
+            .map(|_| crate::util::uniform(&mut r, -1.0, 1.0) as f32)
+            .collect()
+    }
+
+    /// Loss terms and gradients of burn's autodiff on [`net::loss`] (or the MSE).
+    fn autodiff(
+        a: &Arch,
+        ps: &[Vec<f32>],
+        x: &[f32],
+        b: usize,
+        loss: HostLoss,
+        w: &LossWeights,
+    ) -> (Vec<f32>, Vec<Vec<f32>>) {
+        let dev = Device::flex();
+        let shapes: Vec<[usize; 2]> = a
+            .layers()
+            .iter()
+            .flat_map(|&(i, o)| [[i, o], [1, o]])
+            .collect();
+        let leaves: Vec<Tensor<2>> = ps
+            .iter()
+            .zip(&shapes)
+            .map(|(p, s)| {
+                Tensor::<2>::from_data(TensorData::new(p.clone(), *s), &dev)
+                    .autodiff()
+                    .require_grad()
+            })
+            .collect();
+        let xt = Tensor::<2>::from_data(TensorData::new(x.to_vec(), [b, a.input]), &dev);
+        let netw = Net {
+            arch: a,
+            params: &leaves,
+        };
+        let (total, terms) = match loss {
+            HostLoss::AeCm => {
+                let f = netw.forward(xt.clone());
+                net::loss(NetKind::AeCm, &xt, &f, w)
+            }
+            HostLoss::AeMse => {
+                let rec = netw.decode(netw.encode(xt.clone()));
+                let mse = (xt - rec).square().mean();
+                (mse.clone(), mse.reshape([1]))
+            }
+        };
+        let gr = total.backward();
+        let grads = leaves
+            .iter()
+            .map(|l| {
+                l.grad(&gr)
+                    .map(|g| {
+                        g.into_data()
+                            .convert::<f32>()
+                            .try_into_vec::<f32>()
+                            .unwrap()
+                    })
+                    .unwrap_or_default()
+            })
+            .collect();
+        let t = terms
+            .without_autodiff()
+            .into_data()
+            .convert::<f32>()
+            .try_into_vec::<f32>()
+            .unwrap();
+        (t, grads)
+    }
+
+    fn close(a: &[f32], b: &[f32], what: &str) {
+        assert_eq!(a.len(), b.len(), "{what}: lengths");
+        let scale = b.iter().fold(0f32, |m, v| m.max(v.abs())).max(1e-3);
+        for (i, (x, y)) in a.iter().zip(b).enumerate() {
+            assert!(
+                (x - y).abs() <= 2e-4 * scale + 1e-6,
+                "{what}[{i}]: host {x} vs autodiff {y} (scale {scale})"
+            );
+        }
+    }
+
+    /// The host encoder equals [`Net::encode`] on burn tensors, across its row blocks.
+    #[test]
+    fn host_encoder_matches_the_tensor_encoder() {
+        let a = arch(3);
+        let ps = params(&a, 5);
+        let n = 2100;
+        let x = data(n, a.input, 6);
+        let dev = Device::flex();
+        let shapes: Vec<[usize; 2]> = a
+            .layers()
+            .iter()
+            .flat_map(|&(i, o)| [[i, o], [1, o]])
+            .collect();
+        let ts: Vec<Tensor<2>> = ps
+            .iter()
+            .zip(&shapes)
+            .map(|(p, s)| Tensor::<2>::from_data(TensorData::new(p.clone(), *s), &dev))
+            .collect();
+        let xt = Tensor::<2>::from_data(TensorData::new(x.clone(), [n, a.input]), &dev);
+        let want = Net {
+            arch: &a,
+            params: &ts,
+        }
+        .encode(xt)
+        .into_data()
+        .convert::<f32>()
+        .try_into_vec::<f32>()
+        .unwrap();
+        close(&encode(&a, &ps, &x, n), &want, "Z");
+    }
+
+    /// The host step's terms and every gradient equal burn's autodiff on the same loss: scalar
+    /// and per-cluster alpha, lambda on and off, an odd batch, and the pre-training MSE.
+    #[test]
+    fn host_step_matches_autodiff() {
+        for (k, alpha, beta, lambda, b) in [
+            (4, vec![1.5], 1.0, 1.0, 9),
+            (5, vec![0.1, 0.5, 1.0, 2.0, 3.0], 0.3, 0.0, 17),
+            (2, vec![10.0], 100.0, 2.5, 1),
+        ] {
+            let a = arch(k);
+            let ps = params(&a, k as u64);
+            let x = data(b, a.input, k as u64 + 1);
+            let w = LossWeights {
+                alpha,
+                beta,
+                lambda,
+                cm_terms: [true; 4],
+            };
+            for loss in [HostLoss::AeCm, HostLoss::AeMse] {
+                let out = step(&a, &ps, &x, b, loss, &w);
+                let (t, g) = autodiff(&a, &ps, &x, b, loss, &w);
+                close(&out.terms, &t, &format!("{loss:?} K {k} terms"));
+                assert_eq!(out.grads.len(), g.len());
+                for (i, (h, r)) in out.grads.iter().zip(&g).enumerate() {
+                    close(h, r, &format!("{loss:?} K {k} grad {i}"));
+                }
+            }
+        }
+    }
+}
