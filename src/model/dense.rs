@@ -1,7 +1,9 @@
-//! The autoencoder's training step on the CPU backend, in host memory: forward pass, loss and
+//! Training steps on the CPU backend in host memory. The autoencoder's: forward pass, loss and
 //! closed-form backward pass of the AE-CM (ALGORITHM.md section 2) and of the plain autoencoder's
 //! pre-training, with the matrix products in the `gemm` crate (the one burn's `flex` backend
-//! calls) and every element-wise pass fused and split over the CPU threads.
+//! calls) and every element-wise pass fused and split over the CPU threads. The clustering
+//! module's ([`cm_step`]): the closed-form step of [`super::net::cm_loss_and_grads`] without
+//! burn's per-operation cost.
 //!
 //! Why (BENCHMARKS.md, item 8): on burn's autodiff the AE-CM step spent about 45% of its wall
 //! time outside the products, mostly on one core: copies of every parameter and gradient into
@@ -381,17 +383,7 @@ fn cm_part(
     let colg = colsum(&g, k);
     let mean: Vec<f32> = colg.iter().map(|s| s / b as f32 + 1e-10).collect();
     let logm: Vec<f32> = mean.iter().map(|m| m.ln()).collect();
-    let mut wk = vec![0f32; k];
-    if w.alpha.len() <= 1 {
-        let a = w.alpha.first().copied().unwrap_or(1.0);
-        wk.fill((1.0 - a) as f32);
-    } else {
-        let mut order: Vec<usize> = (0..k).collect();
-        order.sort_by(|&i, &j| logm[i].total_cmp(&logm[j]));
-        for (rank, &cl) in order.iter().enumerate() {
-            wk[cl] = (1.0 - w.alpha[rank.min(w.alpha.len() - 1)]) as f32;
-        }
-    }
+    let wk = prior_weights(&logm, &w.alpha);
     let prior: f64 = logm.iter().zip(&wk).map(|(l, w)| f64::from(l * w)).sum();
     // U = W_dec + b_dec, M = U U^T, S = sign(M - I)
     let mut u = wd.clone();
@@ -471,6 +463,269 @@ fn cm_part(
     }
     matmul(&mut dz, true, View::rm(&dl, b, k), View::rm(we, p, k).t());
     (terms, vec![dwe, dbe, dwd, dbd], dz)
+}
+
+/// The prior's weight `1 - alpha_r(k)` of each cluster, `r(k)` the rank of `logm[k]` among the
+/// K log-means (ascending; alpha is sorted ascending), or one value for all with a scalar alpha.
+fn prior_weights(logm: &[f32], alpha: &[f64]) -> Vec<f32> {
+    let k = logm.len();
+    if alpha.len() <= 1 {
+        let a = alpha.first().copied().unwrap_or(1.0);
+        return vec![(1.0 - a) as f32; k];
+    }
+    let mut order: Vec<usize> = (0..k).collect();
+    order.sort_by(|&i, &j| logm[i].total_cmp(&logm[j]));
+    let mut wk = vec![0f32; k];
+    for (rank, &cl) in order.iter().enumerate() {
+        wk[cl] = (1.0 - alpha[rank.min(alpha.len() - 1)]) as f32;
+    }
+    wk
+}
+
+/// Dot product in eight independent lanes (a plain `sum()` over `f32` is one serial chain).
+fn dot(a: &[f32], b: &[f32]) -> f32 {
+    let mut acc = [0f32; 8];
+    let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
+    let tail: f32 = ca
+        .remainder()
+        .iter()
+        .zip(cb.remainder())
+        .map(|(x, y)| x * y)
+        .sum();
+    for (x, y) in ca.zip(cb) {
+        for l in 0..8 {
+            acc[l] += x[l] * y[l];
+        }
+    }
+    acc.iter().sum::<f32>() + tail
+}
+
+/// `out (b x q) = Z W` with `W` given transposed (`wt`: `q x p`): the AVX2 kernel where the CPU
+/// has it, else `gemm`.
+fn z_wt(z: &[f32], b: usize, p: usize, wt: &[f32], q: usize, out: &mut [f32]) {
+    if !super::skinny::z_w(z, b, p, wt, q, out) {
+        matmul(out, false, View::rm(z, b, p), View::rm(wt, q, p).t());
+    }
+}
+
+/// The clustering module's step on the host ([`super::net::cm_loss_and_grads`] without burn:
+/// the same closed-form algebra, documented there, in plain loops over the `B x K`, `K x K` and
+/// `K x p` arrays, and the two `Z` products in [`super::skinny`]'s kernels).
+///
+/// `cm` = `[W_enc (p x K), b_enc (1 x K), W_dec (K x p), b_dec (1 x p)]` as host vectors, `z` the
+/// batch (`b x p`). Returns the terms `[E1, E2, E3, E4]` and the gradients of the total of the
+/// terms switched on in `w.cm_terms`, in the order of `cm`.
+#[allow(clippy::needless_range_loop)]
+pub fn cm_step(
+    cm: &[Vec<f32>],
+    p: usize,
+    k: usize,
+    z: &[f32],
+    b: usize,
+    w: &LossWeights,
+) -> (Vec<f32>, Vec<Vec<f32>>) {
+    let (we, be, wd, bd) = (&cm[0], &cm[1], &cm[2], &cm[3]);
+    assert!(
+        cm.len() == 4
+            && we.len() == p * k
+            && be.len() == k
+            && wd.len() == k * p
+            && bd.len() == p
+            && z.len() == b * p,
+        "CM host step: wrong sizes"
+    );
+    let on = |i: usize| if w.cm_terms[i] { 1f32 } else { 0f32 };
+    let nq = 2 * k + 1;
+    // [W_enc^T; W_dec; b_dec]: (2K + 1) x p
+    let mut wcat = vec![0f32; nq * p];
+    for i in 0..p {
+        for j in 0..k {
+            wcat[j * p + i] = we[i * k + j];
+        }
+    }
+    wcat[k * p..2 * k * p].copy_from_slice(wd);
+    wcat[2 * k * p..].copy_from_slice(bd);
+    let mut proj = vec![0f32; b * nq];
+    z_wt(z, b, p, &wcat, nq, &mut proj);
+    let z_sq = super::skinny::sum_sq(z).unwrap_or_else(|| z.iter().map(|v| v * v).sum());
+    // G = softmax(logits); Z W_dec^T and Z b_dec^T stay in proj
+    let mut g = vec![0f32; b * k];
+    for (grow, prow) in g.chunks_exact_mut(k).zip(proj.chunks_exact(nq)) {
+        let mut m = f32::NEG_INFINITY;
+        for j in 0..k {
+            grow[j] = prow[j] + be[j];
+            m = m.max(grow[j]);
+        }
+        let mut sum = 0f32;
+        for v in grow.iter_mut() {
+            *v = (*v - m).exp();
+            sum += *v;
+        }
+        for v in grow.iter_mut() {
+            *v /= sum;
+        }
+    }
+    // Gram of [W_dec; b_dec]: H = W_dec W_dec^T, c = W_dec b_dec^T, ||b_dec||^2
+    let row = |i: usize| -> &[f32] { if i < k { &wd[i * p..(i + 1) * p] } else { bd } };
+    let mut h = vec![0f32; k * k];
+    let mut c = vec![0f32; k];
+    for i in 0..k {
+        for j in i..k {
+            let v = dot(row(i), row(j));
+            h[i * k + j] = v;
+            h[j * k + i] = v;
+        }
+        c[i] = dot(row(i), bd);
+    }
+    let bb = dot(bd, bd);
+    // U = W_dec + b_dec, n_k = ||u_k||^2, M = U U^T = H + c 1^T + 1 c^T + ||b||^2
+    let mut u = wd.clone();
+    for urow in u.chunks_exact_mut(p) {
+        for (v, bv) in urow.iter_mut().zip(bd) {
+            *v += bv;
+        }
+    }
+    let n: Vec<f32> = u.chunks_exact(p).map(|r| dot(r, r)).collect();
+    let mut mm = vec![0f32; k * k];
+    for i in 0..k {
+        for j in 0..k {
+            mm[i * k + j] = h[i * k + j] + c[i] + c[j] + bb;
+        }
+    }
+    // per-batch sums: colsum(G), q_k = sum g^2, A = G^T G, G H, the E1 cross terms
+    let mut colg = vec![0f32; k];
+    let mut q = vec![0f32; k];
+    let mut a = vec![0f32; k * k];
+    let mut gh = vec![0f32; b * k];
+    let (mut cross, mut hat_sq) = (0f32, 0f32);
+    for ((grow, prow), ghrow) in g
+        .chunks_exact(k)
+        .zip(proj.chunks_exact(nq))
+        .zip(gh.chunks_exact_mut(k))
+    {
+        for i in 0..k {
+            colg[i] += grow[i];
+            q[i] += grow[i] * grow[i];
+            for j in 0..k {
+                a[i * k + j] += grow[i] * grow[j];
+                ghrow[j] += grow[i] * h[i * k + j];
+            }
+        }
+        for j in 0..k {
+            cross += grow[j] * prow[k + j];
+            hat_sq += ghrow[j] * grow[j] + 2.0 * grow[j] * c[j];
+        }
+        cross += prow[2 * k];
+    }
+    hat_sq += bb * b as f32;
+    let s: Vec<f32> = colg.iter().zip(&q).map(|(c, q)| c - q).collect();
+    let e1 = z_sq - 2.0 * cross + hat_sq;
+    let e2: f32 = s.iter().zip(&n).map(|(s, n)| s * n).sum();
+    let e3: f32 = q.iter().zip(&n).map(|(q, n)| q * n).sum::<f32>()
+        - a.iter().zip(&mm).map(|(a, m)| a * m).sum::<f32>();
+    let mean: Vec<f32> = colg.iter().map(|c| c / b as f32 + 1e-10).collect();
+    let logm: Vec<f32> = mean.iter().map(|m| m.ln()).collect();
+    let wk = prior_weights(&logm, &w.alpha);
+    let e4: f32 = logm.iter().zip(&wk).map(|(l, w)| l * w).sum();
+    // dG, then the softmax's backward, into d = [dlogits | G | 1] (b x (2K + 1))
+    let pw: Vec<f32> = wk
+        .iter()
+        .zip(&mean)
+        .map(|(w, m)| on(3) * w / (m * b as f32))
+        .collect();
+    let mut dmat = vec![0f32; b * nq];
+    let mut dbe = vec![0f32; k];
+    let mut dg = vec![0f32; k];
+    for (((drow, grow), prow), ghrow) in dmat
+        .chunks_exact_mut(nq)
+        .zip(g.chunks_exact(k))
+        .zip(proj.chunks_exact(nq))
+        .zip(gh.chunks_exact(k))
+    {
+        let mut dotg = 0f32;
+        for j in 0..k {
+            let mut v = on(1) * (1.0 - 2.0 * grow[j]) * n[j] + pw[j];
+            v -= on(0) * 2.0 * (prow[k + j] - ghrow[j] - c[j]);
+            if w.cm_terms[2] {
+                let gm: f32 = (0..k).map(|i| grow[i] * mm[i * k + j]).sum();
+                v -= 2.0 * (gm - grow[j] * n[j]);
+            }
+            dg[j] = v;
+            dotg += v * grow[j];
+        }
+        for j in 0..k {
+            let dl = grow[j] * (dg[j] - dotg);
+            drow[j] = dl;
+            dbe[j] += dl;
+            drow[k + j] = grow[j];
+        }
+        drow[2 * k] = 1.0;
+    }
+    // back = d^T Z: (2K + 1) x p
+    let mut back = vec![0f32; nq * p];
+    if !super::skinny::dt_z(&dmat, nq, z, b, p, &mut back) {
+        matmul(
+            &mut back,
+            false,
+            View::rm(&dmat, b, nq).t(),
+            View::rm(z, b, p),
+        );
+    }
+    let mut dwe = vec![0f32; p * k];
+    for j in 0..k {
+        for i in 0..p {
+            dwe[i * k + j] = back[j * p + i];
+        }
+    }
+    // dU = 2 s_k u_k [E2] - 2 (A U - q_k u_k) [E3]; dW_dec = dU - 2 (G^T Z - A W_dec - colsum(G)^T
+    // b_dec) [E1]; db_dec = colsum(dU) - 2 (colsum(Z) - colsum(G) W_dec - B b_dec) [E1]
+    // (row operations over p, contiguous, so that they vectorise)
+    let mut dwd = vec![0f32; k * p];
+    let mut dbd = vec![0f32; p];
+    let mut du = vec![0f32; p];
+    let mut aw = vec![0f32; p];
+    for i in 0..k {
+        let ui = &u[i * p..(i + 1) * p];
+        let cs = 2.0 * on(1) * s[i] + 2.0 * on(2) * q[i];
+        for (d, &uv) in du.iter_mut().zip(ui) {
+            *d = cs * uv;
+        }
+        aw.fill(0.0);
+        for j in 0..k {
+            let aij = a[i * k + j];
+            let cu = -2.0 * on(2) * aij;
+            for ((d, w), (&uv, &wv)) in du
+                .iter_mut()
+                .zip(aw.iter_mut())
+                .zip(u[j * p..(j + 1) * p].iter().zip(&wd[j * p..(j + 1) * p]))
+            {
+                *d += cu * uv;
+                *w += aij * wv;
+            }
+        }
+        let gtz = &back[(k + i) * p..(k + i + 1) * p];
+        let e1c = -2.0 * on(0);
+        for (t, (dw, db)) in dwd[i * p..(i + 1) * p]
+            .iter_mut()
+            .zip(dbd.iter_mut())
+            .enumerate()
+        {
+            *dw = du[t] + e1c * (gtz[t] - aw[t] - colg[i] * bd[t]);
+            *db += du[t];
+        }
+    }
+    // E1's part of db_dec: -2 (colsum(Z) - colsum(G) W_dec - B b_dec)
+    let mut gw = vec![0f32; p];
+    for j in 0..k {
+        for (g, &wv) in gw.iter_mut().zip(&wd[j * p..(j + 1) * p]) {
+            *g += colg[j] * wv;
+        }
+    }
+    let colz = &back[2 * k * p..];
+    for t in 0..p {
+        dbd[t] -= 2.0 * on(0) * (colz[t] - gw[t] - b as f32 * bd[t]);
+    }
+    (vec![e1, e2, e3, e4], vec![dwe, dbe, dwd, dbd])
 }
 
 #[cfg(test)]
@@ -576,6 +831,61 @@ mod tests {
                 (x - y).abs() <= 2e-4 * scale + 1e-6,
                 "{what}[{i}]: host {x} vs autodiff {y} (scale {scale})"
             );
+        }
+    }
+
+    /// The CM's host step gives the terms and gradients of the tensor version
+    /// ([`net::cm_loss_and_grads`], itself checked against autodiff): scalar and vector alpha,
+    /// the ablation's term subsets, odd shapes.
+    #[test]
+    fn cm_host_step_matches_the_tensor_step() {
+        let dev = Device::flex();
+        for (p, k, b, alpha, terms) in [
+            (7, 3, 11, vec![2.0], [true; 4]),
+            (13, 5, 33, vec![0.5, 1.0, 1.5, 3.0, 9.0], [true; 4]),
+            (4, 4, 9, vec![5.0], [true, false, true, false]),
+            (5, 2, 6, vec![1.5], [false, true, false, true]),
+        ] {
+            let a = Arch {
+                kind: NetKind::Cm,
+                input: p,
+                hidden: vec![],
+                embed: p,
+                k,
+                quadratic: false,
+            };
+            let ps = params(&a, p as u64);
+            let z = data(b, p, k as u64);
+            let w = LossWeights {
+                alpha,
+                beta: 1.0,
+                lambda: 1.0,
+                cm_terms: terms,
+            };
+            let (t, g) = cm_step(&ps, p, k, &z, b, &w);
+            let shapes = [[p, k], [1, k], [k, p], [1, p]];
+            let ts: Vec<Tensor<2>> = ps
+                .iter()
+                .zip(shapes)
+                .map(|(v, s)| Tensor::<2>::from_data(TensorData::new(v.clone(), s), &dev))
+                .collect();
+            let zt = Tensor::<2>::from_data(TensorData::new(z.clone(), [b, p]), &dev);
+            let (tt, gt) = net::cm_loss_and_grads(zt, &ts, &w);
+            let v = |t: Tensor<1>| {
+                t.into_data()
+                    .convert::<f32>()
+                    .try_into_vec::<f32>()
+                    .unwrap()
+            };
+            close(&t, &v(tt), &format!("p {p} K {k} terms"));
+            for (i, (h, r)) in g.iter().zip(gt).enumerate() {
+                let r = r
+                    .into_data()
+                    .convert::<f32>()
+                    .try_into_vec::<f32>()
+                    .unwrap();
+                close(h, &r, &format!("p {p} K {k} grad {i}"));
+            }
         }
     }
 

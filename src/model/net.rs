@@ -368,21 +368,6 @@ pub fn cm_loss_and_grads(
     cm_step(z, b, p, &dev, cm, w)
 }
 
-/// [`cm_loss_and_grads`] for a batch already on the host (`z`: `b x p` row-major, gathered by
-/// the caller straight from the data set): `None` unless the parameters live on the CPU
-/// backend and the CPU runs [`super::skinny`]'s kernels.
-pub fn cm_loss_and_grads_host(
-    z: Vec<f32>,
-    b: usize,
-    cm: &[Tensor<2>],
-    w: &LossWeights,
-) -> Option<(Tensor<1>, [Tensor<2>; 4])> {
-    let dev = cm[0].device();
-    let p = cm[0].dims()[0];
-    (dev == Device::flex() && super::skinny::available() && z.len() == b * p)
-        .then(|| cm_step(ZIn::Host(z), b, p, &dev, cm, w))
-}
-
 /// The CM's soft assignments `softmax(X W_enc + b_enc)` (`rows x K`, row-major) of a block of
 /// samples on the host (`x`: `rows x p`, borrowed from the data set: no copy into a tensor);
 /// `cm` starts with `[W_enc (p x K), b_enc (1 x K)]`. `None` unless the parameters live on the

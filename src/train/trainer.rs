@@ -425,16 +425,21 @@ impl Trainer {
         self.history.len()
     }
 
-    /// True when this phase's step runs in [`dense`] on host copies of the parameters: the
-    /// autoencoder (AE-CM, its pre-training, AE-KM) on the CPU backend, unless `cm_autodiff`.
+    /// True when this phase's step runs in [`dense`] on host copies of the parameters (CPU
+    /// backend, unless `cm_autodiff`): the autoencoder (AE-CM, its pre-training, AE-KM), and the
+    /// CM where the CPU runs [`crate::model::skinny`]'s kernels.
     fn host_step_on(&self) -> bool {
+        let phase_ok = |pre: bool| match self.phase {
+            Phase::Train | Phase::Averaging => true,
+            Phase::AePretrain => pre,
+            _ => false,
+        };
         !self.cfg.cm_autodiff
             && self.device == Device::flex()
-            && dense::supported(&self.arch)
-            && matches!(
-                self.phase,
-                Phase::AePretrain | Phase::Train | Phase::Averaging
-            )
+            && match self.arch.kind {
+                NetKind::AeCm => dense::supported(&self.arch) && phase_ok(true),
+                NetKind::Cm => crate::model::skinny::available() && phase_ok(false),
+            }
     }
 
     /// Tensors of host parameter vectors, in parameter order.
@@ -491,11 +496,16 @@ impl Trainer {
                 .map(|t| HostMat::from_tensor(t).data)
                 .collect()
         });
-        let out = dense::step(&self.arch, hp, &xb, b, loss, &self.weights);
-        self.adam.step_host(self.lr, hp, &out.grads);
+        let (terms, grads) = if self.arch.kind == NetKind::Cm {
+            dense::cm_step(hp, d, self.arch.k, &xb, b, &self.weights)
+        } else {
+            let out = dense::step(&self.arch, hp, &xb, b, loss, &self.weights);
+            (out.terms, out.grads)
+        };
+        self.adam.step_host(self.lr, hp, &grads);
         self.host_dirty = true;
-        let n = out.terms.len();
-        Tensor::<1>::from_data(TensorData::new(out.terms, [n]), &self.device)
+        let n = terms.len();
+        Tensor::<1>::from_data(TensorData::new(terms, [n]), &self.device)
     }
 
     fn update(&mut self, idx: Tensor<1, Int>, rows: std::ops::Range<usize>) -> Tensor<1> {
@@ -522,25 +532,6 @@ impl Trainer {
             } else {
                 self.weights.clone()
             };
-            // CM on the CPU: the batch's rows straight from the host copy of the data
-            if self.phase != Phase::CmPretrain {
-                let d = self.data.d;
-                let mut zb = Vec::with_capacity(rows.len() * d);
-                for &r in &self.perm_host[rows.clone()] {
-                    let r = r as usize;
-                    zb.extend_from_slice(&self.data.x[r * d..(r + 1) * d]);
-                }
-                if let Some((terms, grads)) =
-                    net::cm_loss_and_grads_host(zb, rows.len(), &self.params[c..c + 4], &w)
-                {
-                    let mut g: Vec<Option<Tensor<2>>> = vec![None; self.params.len()];
-                    for (slot, gr) in g[c..c + 4].iter_mut().zip(grads) {
-                        *slot = Some(gr);
-                    }
-                    self.adam.step(self.lr, &mut self.params, g);
-                    return terms;
-                }
-            }
             let z = match (&self.z_frozen, self.phase) {
                 (Some(zf), Phase::CmPretrain) => zf.clone(),
                 _ => self.x.clone(),
