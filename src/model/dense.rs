@@ -482,6 +482,63 @@ fn prior_weights(logm: &[f32], alpha: &[f64]) -> Vec<f32> {
     wk
 }
 
+/// Predictions and the model-selection criterion from the soft assignments of a whole data set
+/// (`g`: `n x K`, row-major) and the centroids (`u`: `K x p`): the argmax of each row and `L_sp =
+/// E2 + E3 = sum_k colsum_k(G) ||u_k||^2 - sum_kl (G^T G)_kl (U U^T)_kl` (ALGORITHM.md section 1),
+/// in row blocks over the CPU threads (sums in f64 across blocks).
+pub fn labels_and_lsp(g: &[f32], k: usize, u: &[f32], p: usize) -> (Vec<u32>, f64) {
+    assert!(
+        k > 0 && g.len() % k == 0 && u.len() == k * p,
+        "labels_and_lsp: wrong sizes"
+    );
+    const BLOCK: usize = 4096;
+    let parts: Vec<(Vec<u32>, Vec<f32>, Vec<f32>)> = g
+        .par_chunks(BLOCK * k)
+        .map(|blk| {
+            let mut labels = Vec::with_capacity(blk.len() / k);
+            let mut col = vec![0f32; k];
+            let mut a = vec![0f32; k * k];
+            for row in blk.chunks_exact(k) {
+                let mut best = 0;
+                for (j, &v) in row.iter().enumerate() {
+                    col[j] += v;
+                    if v > row[best] {
+                        best = j;
+                    }
+                    for (av, &w) in a[j * k..(j + 1) * k].iter_mut().zip(row) {
+                        *av += v * w;
+                    }
+                }
+                labels.push(best as u32);
+            }
+            (labels, col, a)
+        })
+        .collect();
+    let mut labels = Vec::with_capacity(g.len() / k);
+    let mut col = vec![0f64; k];
+    let mut a = vec![0f64; k * k];
+    for (l, c, ab) in parts {
+        labels.extend(l);
+        for (x, y) in col.iter_mut().zip(c) {
+            *x += f64::from(y);
+        }
+        for (x, y) in a.iter_mut().zip(ab) {
+            *x += f64::from(y);
+        }
+    }
+    let mut lsp = 0f64;
+    for i in 0..k {
+        for j in 0..k {
+            let m = f64::from(dot(&u[i * p..(i + 1) * p], &u[j * p..(j + 1) * p]));
+            if i == j {
+                lsp += col[i] * m;
+            }
+            lsp -= a[i * k + j] * m;
+        }
+    }
+    (labels, lsp)
+}
+
 /// Dot product in eight independent lanes (a plain `sum()` over `f32` is one serial chain).
 fn dot(a: &[f32], b: &[f32]) -> f32 {
     let mut acc = [0f32; 8];
@@ -887,6 +944,47 @@ mod tests {
                 close(h, &r, &format!("p {p} K {k} grad {i}"));
             }
         }
+    }
+
+    /// Host labels and L_sp equal burn's argmax and [`net::e2_e3`] on the same assignments.
+    #[test]
+    fn host_labels_and_lsp_match_the_tensor_version() {
+        let dev = Device::flex();
+        let (n, k, p) = (9000, 4, 6);
+        let logits = data(n, k, 3);
+        let gt = burn::tensor::activation::softmax(
+            Tensor::<2>::from_data(TensorData::new(logits, [n, k]), &dev) * 4.0,
+            1,
+        );
+        let g = gt
+            .clone()
+            .into_data()
+            .convert::<f32>()
+            .try_into_vec::<f32>()
+            .unwrap();
+        let u = data(k, p, 4);
+        let ut = Tensor::<2>::from_data(TensorData::new(u.clone(), [k, p]), &dev);
+        let (labels, lsp) = labels_and_lsp(&g, k, &u, p);
+        let (e2, e3) = net::e2_e3(&gt, &ut);
+        let want = (e2 + e3)
+            .into_data()
+            .convert::<f32>()
+            .try_into_vec::<f32>()
+            .unwrap()[0];
+        assert!(
+            (lsp as f32 - want).abs() <= 1e-4 * want.abs(),
+            "{lsp} vs {want}"
+        );
+        let am: Vec<u32> = gt
+            .argmax(1)
+            .into_data()
+            .convert::<i64>()
+            .try_into_vec::<i64>()
+            .unwrap()
+            .into_iter()
+            .map(|v| v as u32)
+            .collect();
+        assert_eq!(labels, am);
     }
 
     /// The host encoder equals [`Net::encode`] on burn tensors, across its row blocks.

@@ -715,21 +715,28 @@ impl Trainer {
             }
             None => None,
         };
-        let k = g_all.as_ref().map_or(0, |g| g.len() / n.max(1));
+        if let Some(gv) = &g_all {
+            // labels and L_sp on the host too
+            let uh = HostMat::from_tensor(&u);
+            let (labels, lsp) = dense::labels_and_lsp(gv, uh.rows, &uh.data, uh.cols);
+            let z = match host_z {
+                Some(data) if keep_z => Some(HostMat {
+                    rows: n,
+                    cols: self.arch.embed,
+                    data,
+                }),
+                _ => None,
+            };
+            return (labels, lsp, z);
+        }
         for s in (0..n).step_by(8192) {
             let m = (n - s).min(8192);
-            let g = match &g_all {
-                Some(gv) => Tensor::<2>::from_data(
-                    TensorData::new(gv[s * k..(s + m) * k].to_vec(), [m, k]),
-                    &self.device,
-                ),
-                None => {
-                    let z = net.encode(self.x.clone().narrow(0, s, m));
-                    if keep_z {
-                        zs.push(z.clone());
-                    }
-                    net.gamma(z)
+            let g = {
+                let z = net.encode(self.x.clone().narrow(0, s, m));
+                if keep_z {
+                    zs.push(z.clone());
                 }
+                net.gamma(z)
             };
             let (e2, e3) = e2_e3(&g, &u);
             lsp += to_f32(e2 + e3).first().copied().map_or(0.0, f64::from);
@@ -743,14 +750,7 @@ impl Trainer {
                     .map(|v| v as u32),
             );
         }
-        let z = match host_z {
-            Some(data) if keep_z => Some(HostMat {
-                rows: n,
-                cols: self.arch.embed,
-                data,
-            }),
-            _ => (keep_z && !zs.is_empty()).then(|| HostMat::from_tensor(&Tensor::cat(zs, 0))),
-        };
+        let z = (keep_z && !zs.is_empty()).then(|| HostMat::from_tensor(&Tensor::cat(zs, 0)));
         (labels, lsp, z)
     }
 
