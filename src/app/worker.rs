@@ -277,7 +277,7 @@ impl Worker {
                 .collect(),
             n_params: trainer.arch().n_params(),
         });
-        let snap = self.snapshot(&trainer);
+        let snap = self.snapshot(&mut trainer);
         self.send(WorkerEvent::Snapshot(Arc::new(snap)));
         self.flush();
 
@@ -328,12 +328,12 @@ impl Worker {
                     }
                     Command::SetSpeed(s) => speed = s.max(0.0),
                     Command::SnapshotNow => {
-                        let s = self.snapshot(&trainer);
+                        let s = self.snapshot(&mut trainer);
                         self.send(WorkerEvent::Snapshot(Arc::new(s)));
                     }
                     Command::RefitBasis => {
                         self.pca = None;
-                        let s = self.snapshot(&trainer);
+                        let s = self.snapshot(&mut trainer);
                         self.send(WorkerEvent::Snapshot(Arc::new(s)));
                     }
                     Command::Interpolate { a, b, steps } => {
@@ -369,7 +369,7 @@ impl Worker {
                 if !finished_sent {
                     finished_sent = true;
                     let r = trainer.result(false);
-                    let s = self.snapshot(&trainer);
+                    let s = self.snapshot(&mut trainer);
                     self.send(WorkerEvent::Snapshot(Arc::new(s)));
                     self.send(WorkerEvent::Train(Event::Done { interrupted: false }));
                     self.send(WorkerEvent::Finished {
@@ -413,7 +413,7 @@ impl Worker {
             let due = last_snap.elapsed().as_secs_f64() >= (9.0 * snap_cost).max(0.25);
             let epoch_end = trainer.history().len() > epochs_before;
             if paused_now || (due && (epoch_end || last_snap.elapsed().as_secs_f64() > 0.5)) {
-                let s = self.snapshot(&trainer);
+                let s = self.snapshot(&mut trainer);
                 snap_cost = s.cost_s;
                 last_snap = Instant::now();
                 self.send(WorkerEvent::Snapshot(Arc::new(s)));
@@ -425,8 +425,10 @@ impl Worker {
         }
     }
 
-    fn snapshot(&mut self, t: &Trainer) -> Snapshot {
+    fn snapshot(&mut self, t: &mut Trainer) -> Snapshot {
         let started = Instant::now();
+        // one tensor copy of the host step's parameters for the reads below
+        t.sync_params();
         let data = t.data();
         let (assignments, lsp, embedding) = t.predict_embed();
         let (space, p) = match &embedding {

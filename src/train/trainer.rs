@@ -455,6 +455,12 @@ impl Trainer {
             .collect()
     }
 
+    /// Makes the parameter tensors current (after host steps), so that the reads that follow
+    /// (predictions, centroids, decoding) do not each convert the host copies again.
+    pub fn sync_params(&mut self) {
+        self.sync_tensors();
+    }
+
     /// Brings `params` up to date with the host step's copies.
     fn sync_tensors(&mut self) {
         if self.host_dirty
