@@ -31,7 +31,7 @@ pub enum HostLoss {
 
 /// True when [`step`] implements `arch` (AE-CM without the quadratic feature layer).
 pub fn supported(arch: &Arch) -> bool {
-    arch.kind == NetKind::AeCm && !arch.quadratic && !arch.hidden.is_empty()
+    arch.kind == NetKind::AeCm && !arch.quadratic
 }
 
 /// A strided view of a matrix for `gemm` (`rs`, `cs`: row and column strides in elements).
@@ -792,10 +792,14 @@ mod tests {
     use burn::tensor::{Device, Tensor, TensorData};
 
     fn arch(k: usize) -> Arch {
+        arch_h(k, vec![6, 9])
+    }
+
+    fn arch_h(k: usize, hidden: Vec<usize>) -> Arch {
         Arch {
             kind: NetKind::AeCm,
             input: 7,
-            hidden: vec![6, 9],
+            hidden,
             embed: 3,
             k,
             quadratic: false,
@@ -1019,15 +1023,18 @@ mod tests {
     }
 
     /// The host step's terms and every gradient equal burn's autodiff on the same loss: scalar
-    /// and per-cluster alpha, lambda on and off, an odd batch, and the pre-training MSE.
+    /// and per-cluster alpha, lambda on and off, an odd batch, the pre-training MSE, and the UCI
+    /// sets' network without hidden layers.
     #[test]
     fn host_step_matches_autodiff() {
-        for (k, alpha, beta, lambda, b) in [
-            (4, vec![1.5], 1.0, 1.0, 9),
-            (5, vec![0.1, 0.5, 1.0, 2.0, 3.0], 0.3, 0.0, 17),
-            (2, vec![10.0], 100.0, 2.5, 1),
+        for (k, alpha, beta, lambda, b, hidden) in [
+            (4, vec![1.5], 1.0, 1.0, 9, vec![6, 9]),
+            (5, vec![0.1, 0.5, 1.0, 2.0, 3.0], 0.3, 0.0, 17, vec![6, 9]),
+            (2, vec![10.0], 100.0, 2.5, 1, vec![6, 9]),
+            (3, vec![2.0], 1.0, 1.0, 12, vec![]),
+            (3, vec![2.0], 1.0, 1.0, 12, vec![5]),
         ] {
-            let a = arch(k);
+            let a = arch_h(k, hidden);
             let ps = params(&a, k as u64);
             let x = data(b, a.input, k as u64 + 1);
             let w = LossWeights {
