@@ -1839,8 +1839,9 @@ impl ExplorerApp {
         } else {
             0
         };
-        // overhead-bound small steps: ~1 ms each on this CPU class (measured, BENCHMARKS.md)
-        let per_step = flops / (0.5 * rate * 1e9) + 1e-3;
+        // the products at ~80% of the GEMM rate plus ~0.2 ms of fixed cost per step (the host
+        // steps on 2 cores: AE-CM 88-108% of the probe, cm-mnist 0.41 ms; BENCHMARKS.md)
+        let per_step = flops / (0.8 * rate * 1e9) + 2e-4;
         Some(((steps_train + steps_pre) as f64 * per_step, rate))
     }
 
