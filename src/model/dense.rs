@@ -488,7 +488,7 @@ fn prior_weights(logm: &[f32], alpha: &[f64]) -> Vec<f32> {
 /// in row blocks over the CPU threads (sums in f64 across blocks).
 pub fn labels_and_lsp(g: &[f32], k: usize, u: &[f32], p: usize) -> (Vec<u32>, f64) {
     assert!(
-        k > 0 && g.len() % k == 0 && u.len() == k * p,
+        k > 0 && g.len().is_multiple_of(k) && u.len() == k * p,
         "labels_and_lsp: wrong sizes"
     );
     const BLOCK: usize = 4096;
