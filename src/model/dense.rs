@@ -831,11 +831,7 @@ mod tests {
         w: &LossWeights,
     ) -> (Vec<f32>, Vec<Vec<f32>>) {
         let dev = Device::flex();
-        let shapes: Vec<[usize; 2]> = a
-            .layers()
-            .iter()
-            .flat_map(|&(i, o)| [[i, o], [1, o]])
-            .collect();
+        let shapes = a.param_shapes();
         let leaves: Vec<Tensor<2>> = ps
             .iter()
             .zip(&shapes)
@@ -999,11 +995,7 @@ mod tests {
         let n = 2100;
         let x = data(n, a.input, 6);
         let dev = Device::flex();
-        let shapes: Vec<[usize; 2]> = a
-            .layers()
-            .iter()
-            .flat_map(|&(i, o)| [[i, o], [1, o]])
-            .collect();
+        let shapes = a.param_shapes();
         let ts: Vec<Tensor<2>> = ps
             .iter()
             .zip(&shapes)

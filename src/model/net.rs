@@ -72,6 +72,15 @@ impl Arch {
         v
     }
 
+    /// Shape of every parameter in parameter order: each layer's kernel `[in, out]`, then its
+    /// bias `[1, out]`.
+    pub fn param_shapes(&self) -> Vec<[usize; 2]> {
+        self.layers()
+            .iter()
+            .flat_map(|&(i, o)| [[i, o], [1, o]])
+            .collect()
+    }
+
     /// Number of deep (encoder + decoder) layers.
     pub fn n_deep(&self) -> usize {
         self.layers().len() - 2

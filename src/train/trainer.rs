@@ -445,9 +445,8 @@ impl Trainer {
     /// Tensors of host parameter vectors, in parameter order.
     fn tensors_of(&self, host: &[Vec<f32>]) -> Vec<Tensor<2>> {
         self.arch
-            .layers()
-            .iter()
-            .flat_map(|&(i, o)| [[i, o], [1, o]])
+            .param_shapes()
+            .into_iter()
             .zip(host)
             .map(|(shape, v)| {
                 Tensor::<2>::from_data(TensorData::new(v.clone(), shape), &self.device)
@@ -774,11 +773,10 @@ impl Trainer {
         match &self.host_params {
             Some(h) if self.host_dirty => self
                 .arch
-                .layers()
-                .iter()
-                .flat_map(|&(i, o)| [(i, o), (1, o)])
+                .param_shapes()
+                .into_iter()
                 .zip(h)
-                .map(|((rows, cols), v)| HostMat {
+                .map(|([rows, cols], v)| HostMat {
                     rows,
                     cols,
                     data: v.clone(),
