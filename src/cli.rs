@@ -270,6 +270,10 @@ pub struct TrainArgs {
     /// CM-only epochs on the frozen embedding (AE-CM with --init pretrained).
     #[arg(long, default_value_t = 100)]
     pub cm_pretrain_epochs: usize,
+    /// Keep the first encoder kernel at its random value during the autoencoder's pre-training,
+    /// as the authors' code does (a bug there; off by default, reported separately)
+    #[arg(long)]
+    pub freeze_first_kernel: bool,
     /// Evaluate metrics every N epochs (0: only at the end).
     #[arg(long, default_value_t = 1)]
     pub eval_every: usize,
@@ -479,6 +483,7 @@ pub fn build_config(a: &TrainArgs, ds: &data::Dataset) -> anyhow::Result<TrainCo
     c.restarts = a.restarts;
     c.pretrain_epochs = a.pretrain_epochs;
     c.cm_pretrain_epochs = a.cm_pretrain_epochs;
+    c.freeze_first_kernel = a.freeze_first_kernel;
     c.eval_every = a.eval_every;
     c.averaging = !a.no_averaging;
     Ok(c)

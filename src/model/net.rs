@@ -377,26 +377,136 @@ pub fn cm_loss_and_grads(
     cm_step(z, b, p, &dev, cm, w)
 }
 
+/// A data matrix with mostly zero entries (MNIST's pixels: 81% zeros; tf-idf rows), kept as
+/// its non-zero entries per row (compressed sparse rows, 16-bit columns): the evaluation's pass
+/// over every sample then reads and multiplies only those (BENCHMARKS.md).
+#[derive(Debug, Clone, PartialEq)]
+pub struct SparseRows {
+    /// Columns of the matrix.
+    p: usize,
+    /// Where row `i`'s entries start in `cols` / `vals`; `n + 1` offsets, non-decreasing.
+    starts: Vec<usize>,
+    /// Column of each non-zero entry (`< p`).
+    cols: Vec<u16>,
+    /// Value of each non-zero entry.
+    vals: Vec<f32>,
+}
+
+impl SparseRows {
+    /// The sparse form of the row-major `rows x p` matrix `x` when at most `max_density` of its
+    /// entries are non-zero (counted before anything is built) and `p <= 65,536`, else `None`.
+    pub fn detect(x: &[f32], rows: usize, p: usize, max_density: f64) -> Option<Self> {
+        if x.len() != rows * p || p == 0 || p > usize::from(u16::MAX) + 1 {
+            return None;
+        }
+        let nnz = x.iter().filter(|v| **v != 0.0).count();
+        if nnz as f64 > max_density * x.len() as f64 {
+            return None;
+        }
+        let mut starts = Vec::with_capacity(rows + 1);
+        let (mut cols, mut vals) = (Vec::with_capacity(nnz), Vec::with_capacity(nnz));
+        starts.push(0);
+        for row in x.chunks_exact(p) {
+            for (j, &v) in row.iter().enumerate() {
+                if v != 0.0 {
+                    // p <= 65,536, so j fits
+                    cols.push(j as u16);
+                    vals.push(v);
+                }
+            }
+            starts.push(cols.len());
+        }
+        Some(Self {
+            p,
+            starts,
+            cols,
+            vals,
+        })
+    }
+
+    /// Number of rows.
+    pub fn rows(&self) -> usize {
+        self.starts.len() - 1
+    }
+
+    /// Number of non-zero entries.
+    pub fn nnz(&self) -> usize {
+        self.vals.len()
+    }
+
+    /// Row `i`'s non-zero entries: (columns, values).
+    pub fn row(&self, i: usize) -> (&[u16], &[f32]) {
+        let (a, e) = (self.starts[i], self.starts[i + 1]);
+        (&self.cols[a..e], &self.vals[a..e])
+    }
+}
+
+/// Samples on the host, dense or sparse.
+#[derive(Debug, Clone, Copy)]
+pub enum HostRows<'a> {
+    /// Row-major `f32` values.
+    Dense(&'a [f32]),
+    /// The same values, non-zero entries only.
+    Sparse(&'a SparseRows),
+}
+
 /// The CM's soft assignments `softmax(X W_enc + b_enc)` (`rows x K`, row-major) of a block of
 /// samples on the host (`x`: `rows x p`, borrowed from the data set: no copy into a tensor);
 /// `cm` starts with `[W_enc (p x K), b_enc (1 x K)]`. `None` unless the parameters live on the
-/// CPU backend and the CPU runs [`super::skinny`]'s kernels.
-pub fn cm_gamma_host(x: &[f32], rows: usize, cm: &[Tensor<2>]) -> Option<Vec<f32>> {
+/// CPU backend and the CPU runs [`super::skinny`]'s kernels. From [`SparseRows`] each row sums
+/// its non-zero entries' rows of `W_enc`: the same product up to float rounding.
+pub fn cm_gamma_host(x: HostRows<'_>, rows: usize, cm: &[Tensor<2>]) -> Option<Vec<f32>> {
     let dev = cm[0].device();
     let [p, k] = cm[0].dims();
-    if dev != Device::flex() || !super::skinny::available() || x.len() != rows * p {
+    let fits = match x {
+        HostRows::Dense(v) => v.len() == rows * p,
+        HostRows::Sparse(s) => s.rows() == rows && s.p == p,
+    };
+    if dev != Device::flex() || !super::skinny::available() || !fits {
         return None;
     }
-    let wt = host_vec(cm[0].clone().transpose()); // K x p
+    let kp = k.div_ceil(8) * 8;
+    let w = match x {
+        HostRows::Dense(_) => host_vec(cm[0].clone().transpose()), // K x p
+        HostRows::Sparse(_) => {
+            // p x kp: each row of W_enc padded with zeros to whole registers
+            let wk = host_vec(cm[0].clone());
+            let mut wp = vec![0f32; p * kp];
+            for (dst, src) in wp.chunks_exact_mut(kp).zip(wk.chunks_exact(k)) {
+                dst[..k].copy_from_slice(src);
+            }
+            wp
+        }
+    };
     let b = host_vec(cm[1].clone()); // 1 x K
     let mut g = vec![0f32; rows * k];
     // blocks of 1024 rows over the CPU threads
     const BLOCK: usize = 1024;
     use rayon::prelude::*;
     g.par_chunks_mut(BLOCK * k)
-        .zip(x.par_chunks(BLOCK * p))
-        .for_each(|(gc, xc)| {
-            super::skinny::z_w(xc, xc.len() / p, p, &wt, k, gc);
+        .enumerate()
+        .for_each(|(bi, gc)| {
+            let (r0, m) = (bi * BLOCK, gc.len() / k);
+            match x {
+                HostRows::Dense(v) => {
+                    super::skinny::z_w(&v[r0 * p..(r0 + m) * p], m, p, &w, k, gc);
+                }
+                HostRows::Sparse(s) => {
+                    let st = &s.starts[r0..=r0 + m];
+                    if !super::skinny::sparse_w(st, &s.cols, &s.vals, &w, kp, k, gc) {
+                        for (i, out) in gc.chunks_exact_mut(k).enumerate() {
+                            out.fill(0.0);
+                            let (cols, vals) = s.row(r0 + i);
+                            for (&j, &v) in cols.iter().zip(vals) {
+                                let j = usize::from(j);
+                                for (o, wj) in out.iter_mut().zip(&w[j * kp..j * kp + k]) {
+                                    *o += v * wj;
+                                }
+                            }
+                        }
+                    }
+                }
+            }
             for row in gc.chunks_exact_mut(k) {
                 for (v, bj) in row.iter_mut().zip(&b) {
                     *v += bj;
@@ -625,7 +735,7 @@ mod tests {
             .convert::<f32>()
             .try_into_vec::<f32>()
             .unwrap();
-        let got = cm_gamma_host(&xs, n, &cm).unwrap();
+        let got = cm_gamma_host(HostRows::Dense(&xs), n, &cm).unwrap();
         let want = softmax(x.matmul(cm[0].clone()) + cm[1].clone(), 1)
             .into_data()
             .convert::<f32>()
@@ -634,6 +744,55 @@ mod tests {
         assert_eq!(got.len(), want.len());
         for (i, (a, b)) in got.iter().zip(&want).enumerate() {
             assert!((a - b).abs() < 1e-5, "gamma[{i}]: {a} vs {b}");
+        }
+    }
+
+    /// Sparse rows: built only for sparse enough data, holding exactly the non-zero entries;
+    /// the soft assignments from them equal the dense path's (odd sizes: block tails, empty
+    /// rows).
+    #[test]
+    fn sparse_rows_give_the_same_gamma() {
+        let (n, p, k) = (1100, 23, 4);
+        let mut r = crate::util::rng(5, 1);
+        let mut x: Vec<f32> = (0..n * p)
+            .map(|_| {
+                let v = normal(&mut r) as f32;
+                if uniform(&mut r, 0.0, 1.0) < 0.7 {
+                    0.0
+                } else {
+                    v
+                }
+            })
+            .collect();
+        x[..3 * p].fill(0.0); // empty rows
+        assert!(SparseRows::detect(&x, n, p, 0.2).is_none());
+        let s = SparseRows::detect(&x, n, p, 0.5).unwrap();
+        assert_eq!(s.rows(), n);
+        assert!(s.row(2).0.is_empty());
+        let nnz = x.iter().filter(|v| **v != 0.0).count();
+        assert_eq!(s.nnz(), nnz);
+        let mut back = vec![0f32; n * p];
+        for i in 0..n {
+            let (cols, vals) = s.row(i);
+            for (&j, &v) in cols.iter().zip(vals) {
+                back[i * p + usize::from(j)] = v;
+            }
+        }
+        assert_eq!(back, x);
+        if !super::super::skinny::available() {
+            return;
+        }
+        // K = 4, 10, 20, 30: one to four registers per row of W; K = 40: the plain loop
+        for k in [k, 10, 20, 30, 40] {
+            let cm = [t(p, k, 12), t(1, k, 13)];
+            let want = cm_gamma_host(HostRows::Dense(&x), n, &cm).unwrap();
+            let got = cm_gamma_host(HostRows::Sparse(&s), n, &cm).unwrap();
+            assert_eq!(got.len(), want.len());
+            for (i, (a, w)) in got.iter().zip(&want).enumerate() {
+                assert!((a - w).abs() < 1e-5, "K {k} gamma[{i}]: {a} vs {w}");
+            }
+            // a sparse matrix of another shape is refused, not read out of bounds
+            assert!(cm_gamma_host(HostRows::Sparse(&s), n - 1, &cm).is_none());
         }
     }
 

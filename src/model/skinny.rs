@@ -36,6 +36,101 @@ pub fn z_w(z: &[f32], b: usize, p: usize, wt: &[f32], q: usize, out: &mut [f32])
     false
 }
 
+/// Sparse rows times a dense matrix: row `i` of `out` (`rows x k`) is `sum_e vals[e] W[cols[e]]`
+/// over row `i`'s entries `starts[i]..starts[i + 1]` (`starts`: `rows + 1` offsets into `cols`
+/// and `vals`). `W` comes padded to `kp` columns (`p x kp`, `kp` = 8, 16, 24 or 32, padding
+/// zero). Returns `false` (and leaves `out` alone) when the CPU lacks AVX2/FMA or `kp` is
+/// another width. Panics when an offset or column lies outside the arrays (each entry's row of
+/// `W` is bounds-checked where it is read: no separate pass over the entries).
+pub fn sparse_w(
+    starts: &[usize],
+    cols: &[u16],
+    vals: &[f32],
+    wp: &[f32],
+    kp: usize,
+    k: usize,
+    out: &mut [f32],
+) -> bool {
+    let rows = starts.len().saturating_sub(1);
+    assert!(k <= kp && out.len() >= rows * k);
+    #[cfg(target_arch = "x86_64")]
+    if available() {
+        let args = (starts, cols, vals, wp, k, out);
+        // SAFETY: the CPU supports AVX2 and FMA (checked by `available`).
+        unsafe {
+            match kp {
+                8 => sparse_w_avx2::<1>(args),
+                16 => sparse_w_avx2::<2>(args),
+                24 => sparse_w_avx2::<3>(args),
+                32 => sparse_w_avx2::<4>(args),
+                _ => return false,
+            }
+        }
+        return true;
+    }
+    false
+}
+
+/// Arguments of [`sparse_w_avx2`]: starts, cols, vals, padded W, k, out.
+type SparseArgs<'a> = (
+    &'a [usize],
+    &'a [u16],
+    &'a [f32],
+    &'a [f32],
+    usize,
+    &'a mut [f32],
+);
+
+/// [`sparse_w`] with `NR` registers per row of `W` (`kp = 8 NR`); two sets of accumulators
+/// (even and odd entries) so that consecutive entries do not wait on each other's additions.
+///
+/// # Safety
+/// The CPU must support AVX2 and FMA.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn sparse_w_avx2<const NR: usize>((starts, cols, vals, wp, k, out): SparseArgs<'_>) {
+    use std::arch::x86_64::*;
+    let kp = NR * L;
+    // the padded row of W of column j: exactly kp floats (bounds-checked slice)
+    let row = |j: u16| &wp[usize::from(j) * kp..(usize::from(j) + 1) * kp];
+    for (i, w) in starts.windows(2).enumerate() {
+        let (c, v) = (&cols[w[0]..w[1]], &vals[w[0]..w[1]]);
+        let (mut acc0, mut acc1) = ([_mm256_setzero_ps(); NR], [_mm256_setzero_ps(); NR]);
+        let pairs = c.len() / 2;
+        for t in 0..pairs {
+            let (r0, r1) = (row(c[2 * t]), row(c[2 * t + 1]));
+            let (v0, v1) = (_mm256_set1_ps(v[2 * t]), _mm256_set1_ps(v[2 * t + 1]));
+            for r in 0..NR {
+                // SAFETY: r0 and r1 hold kp = 8 NR floats, so 8 r .. 8 r + 8 is inside both
+                let (w0, w1) = unsafe {
+                    (
+                        _mm256_loadu_ps(r0.as_ptr().add(r * L)),
+                        _mm256_loadu_ps(r1.as_ptr().add(r * L)),
+                    )
+                };
+                acc0[r] = _mm256_fmadd_ps(v0, w0, acc0[r]);
+                acc1[r] = _mm256_fmadd_ps(v1, w1, acc1[r]);
+            }
+        }
+        if c.len() % 2 == 1 {
+            let r0 = row(c[c.len() - 1]);
+            let v0 = _mm256_set1_ps(v[c.len() - 1]);
+            for (r, slot) in acc0.iter_mut().enumerate() {
+                // SAFETY: as above
+                let w0 = unsafe { _mm256_loadu_ps(r0.as_ptr().add(r * L)) };
+                *slot = _mm256_fmadd_ps(v0, w0, *slot);
+            }
+        }
+        let mut lanes = [0f32; 32];
+        for r in 0..NR {
+            let sum = _mm256_add_ps(acc0[r], acc1[r]);
+            // SAFETY: `lanes` holds 32 floats, 8 r + 8 <= 32
+            unsafe { _mm256_storeu_ps(lanes.as_mut_ptr().add(r * L), sum) };
+        }
+        out[i * k..(i + 1) * k].copy_from_slice(&lanes[..k]);
+    }
+}
+
 /// `out (q x p) = D^T Z` for `D` (`b x q`) and `Z` (`b x p`): row `j` of `out` is
 /// `sum_i d_ij z_i`. Returns `false` (and leaves `out` alone) when the CPU lacks AVX2/FMA.
 pub fn dt_z(d: &[f32], q: usize, z: &[f32], b: usize, p: usize, out: &mut [f32]) -> bool {

@@ -143,6 +143,11 @@ pub struct TrainConfig {
     pub pretrain_batch: usize,
     /// Epochs of CM-only training on the frozen embedding (AE-CM pretrained).
     pub cm_pretrain_epochs: usize,
+    /// Keep the first encoder kernel at its random initial value during the autoencoder's
+    /// pre-training, as the authors' code does (ALGORITHM.md section 2 calls it a bug; off by
+    /// default: the faithful runs train every layer). It is trained again in the joint phase.
+    #[serde(default)]
+    pub freeze_first_kernel: bool,
     /// Evaluate metrics and L_sp every this many epochs (0: only at the end).
     pub eval_every: usize,
     /// Run the averaging epoch at the end.
@@ -179,6 +184,7 @@ impl Default for TrainConfig {
             pretrain_epochs: 100,
             pretrain_batch: 256,
             cm_pretrain_epochs: 100,
+            freeze_first_kernel: false,
             eval_every: 1,
             averaging: true,
             step_events: false,
