@@ -238,6 +238,7 @@ pub fn real_epochs(
     let mut cfg = case_config(c, cm_autodiff);
     cfg.clusters = c.k;
     cfg.eval_every = 1;
+    cfg.eval_budget = 0.0; // measure the evaluation after every epoch
     let mut t = Trainer::new(
         cfg.check(ds.n, ds.d)?,
         ds.clone(),

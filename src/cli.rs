@@ -277,6 +277,10 @@ pub struct TrainArgs {
     /// Evaluate metrics every N epochs (0: only at the end).
     #[arg(long, default_value_t = 1)]
     pub eval_every: usize,
+    /// Space out costly evaluations (over 0.05 s) so that they take at most this fraction of the
+    /// time; 0 evaluates every --eval-every epochs whatever it costs.
+    #[arg(long, default_value_t = 0.1)]
+    pub eval_budget: f64,
     /// Skip the averaging epoch.
     #[arg(long)]
     pub no_averaging: bool,
@@ -485,6 +489,7 @@ pub fn build_config(a: &TrainArgs, ds: &data::Dataset) -> anyhow::Result<TrainCo
     c.cm_pretrain_epochs = a.cm_pretrain_epochs;
     c.freeze_first_kernel = a.freeze_first_kernel;
     c.eval_every = a.eval_every;
+    c.eval_budget = a.eval_budget;
     c.averaging = !a.no_averaging;
     Ok(c)
 }

@@ -318,7 +318,13 @@ pub fn jobs(o: &ReproOptions) -> Result<Vec<(Job, String)>> {
                         model,
                         init,
                         variant: variant.into(),
-                        cfg: TrainConfig { seed, ..cfg },
+                        // evaluation only at the end: no budget to record (stored runs
+                        // match on the whole configuration)
+                        cfg: TrainConfig {
+                            seed,
+                            eval_budget: 0.0,
+                            ..cfg
+                        },
                     },
                     ds.clone(),
                 ));

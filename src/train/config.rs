@@ -150,6 +150,11 @@ pub struct TrainConfig {
     pub freeze_first_kernel: bool,
     /// Evaluate metrics and L_sp every this many epochs (0: only at the end).
     pub eval_every: usize,
+    /// When above 0, evaluations that cost more than [`EVAL_FREE_S`] are spaced (never closer
+    /// than `eval_every`) so that they take at most this fraction of the time; 0: every
+    /// `eval_every` epochs whatever they cost. Stored configurations without it: 0.
+    #[serde(default)]
+    pub eval_budget: f64,
     /// Run the averaging epoch at the end.
     pub averaging: bool,
     /// Emit a `Step` event for every mini-batch (for the live explorer).
@@ -186,6 +191,7 @@ impl Default for TrainConfig {
             cm_pretrain_epochs: 100,
             freeze_first_kernel: false,
             eval_every: 1,
+            eval_budget: 0.1,
             averaging: true,
             step_events: false,
         }
@@ -307,8 +313,34 @@ impl TrainConfig {
         if c.restarts < 1 {
             return Err(AecmError::config("restarts", "must be at least 1"));
         }
+        if !(0.0..1.0).contains(&c.eval_budget) {
+            return Err(AecmError::config(
+                "eval-budget",
+                format!("{}: expected a fraction in [0, 1)", c.eval_budget),
+            ));
+        }
         Ok(CheckedConfig(self))
     }
+}
+
+/// An evaluation under this many seconds is always done (a budget spaces only costly ones).
+pub const EVAL_FREE_S: f64 = 0.05;
+
+/// Epochs from one evaluation to the next under a time budget: an evaluation of `eval_s`
+/// seconds after epochs of `train_s` seconds (training alone) takes at most `budget` of the
+/// time when `spacing` epochs pass between evaluations, `eval_s / (spacing train_s + eval_s) <=
+/// budget`; never fewer than `every`. `budget` 0 (off) or a cheap evaluation: `every`.
+pub fn eval_spacing(every: usize, budget: f64, train_s: f64, eval_s: f64) -> usize {
+    let every = every.max(1);
+    if budget <= 0.0 || eval_s < EVAL_FREE_S {
+        return every;
+    }
+    let need = eval_s * (1.0 - budget) / (budget * train_s.max(1e-9));
+    if !need.is_finite() {
+        return every;
+    }
+    // `need` within rounding of a whole number of epochs counts as that number
+    every.max((need - 1e-9).ceil().min(1e9) as usize)
 }
 
 /// Hyper-parameters of the paper's runs for one data set (ALGORITHM.md section 5).
@@ -395,4 +427,48 @@ pub fn preset(name: &str) -> Result<Preset> {
                 ),
             )
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The budget spaces costly evaluations just enough, never below `every`, and leaves cheap
+    /// ones and a zero budget alone.
+    #[test]
+    fn eval_spacing_keeps_the_share_under_the_budget() {
+        // the AE-CM on MNIST: 3.3 s of evaluation after a 21 s epoch -> every second epoch
+        assert_eq!(eval_spacing(1, 0.1, 21.0, 3.3), 2);
+        assert_eq!(eval_spacing(3, 0.1, 21.0, 3.3), 3);
+        assert_eq!(eval_spacing(1, 0.1, 1.0, 1.0), 9);
+        assert_eq!(eval_spacing(1, 0.5, 1.0, 1.0), 1);
+        assert_eq!(eval_spacing(1, 0.1, 0.27, 0.02), 1, "cheap: always");
+        assert_eq!(eval_spacing(2, 0.0, 1.0, 100.0), 2, "no budget");
+        assert_eq!(eval_spacing(0, 0.0, 1.0, 1.0), 1);
+        for (train_s, eval_s) in [(21.0, 3.3), (0.3, 0.2), (5.0, 0.06), (0.0, 1.0)] {
+            let s = eval_spacing(1, 0.1, train_s, eval_s);
+            let share = eval_s / (s as f64 * train_s + eval_s);
+            if train_s > 0.0 {
+                assert!(share <= 0.1 + 1e-12, "{train_s} {eval_s}: {s} -> {share}");
+                let closer = eval_s / ((s - 1) as f64 * train_s + eval_s);
+                assert!(
+                    s == 1 || closer > 0.1,
+                    "{train_s} {eval_s}: {s} is not the least"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn eval_budget_must_be_a_fraction() {
+        for bad in [-0.1, 1.0, f64::NAN] {
+            let c = TrainConfig {
+                clusters: 3,
+                eval_budget: bad,
+                ..TrainConfig::default()
+            };
+            let e = c.check(100, 2).unwrap_err().to_string();
+            assert!(e.contains("eval-budget"), "{e}");
+        }
+    }
 }

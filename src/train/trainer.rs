@@ -1,7 +1,7 @@
 //! The synchronous trainer: one validated config, one data set, an event sink and a stop flag.
 //! A worker thread can wrap it; hyper-parameters may change between steps.
 
-use super::config::{CheckedConfig, Init, ModelKind};
+use super::config::{CheckedConfig, Init, ModelKind, eval_spacing};
 use super::events::{EpochRecord, Event, EventSink, RunResult};
 use crate::data::Dataset;
 use crate::error::{AecmError, Result};
@@ -80,6 +80,8 @@ pub struct Trainer {
     avg_sum: Option<Vec<Tensor<2>>>,
     avg_count: usize,
     history: Vec<EpochRecord>,
+    /// The epoch of the next evaluation under an evaluation budget.
+    next_eval: usize,
     epoch_start: Instant,
     started: Instant,
     device_name: String,
@@ -152,6 +154,7 @@ impl Trainer {
             cfg.adam_eps
         };
         let seed = cfg.seed;
+        let cfg_eval_every = cfg.eval_every.max(1);
         let x_sparse = (kind == NetKind::Cm && device == Device::flex())
             .then(|| net::SparseRows::detect(&data.x, data.n, data.d, 1.0 / 3.0))
             .flatten();
@@ -181,6 +184,7 @@ impl Trainer {
             avg_sum: None,
             avg_count: 0,
             history: Vec::new(),
+            next_eval: cfg_eval_every,
             epoch_start: Instant::now(),
             started: Instant::now(),
             device_name: device_name.to_string(),
@@ -645,12 +649,21 @@ impl Trainer {
         let epoch = self.history.len() + 1;
         let last_of_phase = self.epoch_in_phase >= self.phase_epochs;
         let phase = self.phase;
-        let eval = self.cfg.eval_every > 0
-            && epoch.is_multiple_of(self.cfg.eval_every)
-            && phase != Phase::Averaging;
+        let every = self.cfg.eval_every;
+        let eval = every > 0
+            && phase != Phase::Averaging
+            && if self.cfg.eval_budget > 0.0 {
+                epoch >= self.next_eval
+            } else {
+                epoch.is_multiple_of(every)
+            };
+        let train_s = self.epoch_start.elapsed().as_secs_f64();
         let eval_start = Instant::now();
         let (sc, lsp) = if eval { self.evaluate() } else { (None, None) };
         let eval_s = eval_start.elapsed().as_secs_f64();
+        if eval {
+            self.next_eval = epoch + eval_spacing(every, self.cfg.eval_budget, train_s, eval_s);
+        }
         let rec = EpochRecord {
             epoch,
             phase: phase.name().into(),
@@ -986,6 +999,37 @@ mod tests {
 
     fn blobs() -> Dataset {
         crate::data::generate("blobs", Some(90), 3).unwrap()
+    }
+
+    /// Evaluations land every `eval_every` epochs with and without a budget when they are cheap
+    /// (the budget's spacing itself: `config::eval_spacing`'s test).
+    #[test]
+    fn evaluations_follow_the_interval_under_a_budget() {
+        for budget in [0.0, 0.1] {
+            let c = TrainConfig {
+                clusters: 3,
+                alpha: vec![2.0],
+                batch: 30,
+                epochs: 6,
+                eval_every: 2,
+                eval_budget: budget,
+                ..TrainConfig::default()
+            }
+            .check(90, 2)
+            .unwrap();
+            let mut t = Trainer::new(c, blobs(), Device::flex(), "cpu").unwrap();
+            let mut none = |_: &Event| {};
+            while !t.is_done() {
+                t.step(&mut none).unwrap();
+            }
+            let evaluated: Vec<usize> = t
+                .history()
+                .iter()
+                .filter(|h| h.lsp.is_some())
+                .map(|h| h.epoch)
+                .collect();
+            assert_eq!(evaluated, [2, 4, 6], "budget {budget}");
+        }
     }
 
     /// The CM on MNIST digits (81% zero pixels) evaluates from sparse rows, with the same
