@@ -16,7 +16,7 @@
 //! in the parameter order of [`Arch::layers`] (encoder, decoder, then the CM's `W_enc`, `b_enc`,
 //! `W_dec`, `b_dec`). Checked against burn's autodiff on the loss of [`super::net::loss`].
 
-use super::net::{Arch, LossWeights, NetKind};
+use super::net::{Arch, HostRows, LossWeights, NetKind};
 use rayon::prelude::*;
 
 /// The loss a host step differentiates.
@@ -577,18 +577,22 @@ pub fn cm_step(
     cm: &[Vec<f32>],
     p: usize,
     k: usize,
-    z: &[f32],
+    z: HostRows<'_>,
     b: usize,
     w: &LossWeights,
 ) -> (Vec<f32>, Vec<Vec<f32>>) {
     let (we, be, wd, bd) = (&cm[0], &cm[1], &cm[2], &cm[3]);
+    let z_fits = match z {
+        HostRows::Dense(z) => z.len() == b * p,
+        HostRows::Sparse(s) => s.rows() == b && s.p() == p,
+    };
     assert!(
         cm.len() == 4
             && we.len() == p * k
             && be.len() == k
             && wd.len() == k * p
             && bd.len() == p
-            && z.len() == b * p,
+            && z_fits,
         "CM host step: wrong sizes"
     );
     let on = |i: usize| if w.cm_terms[i] { 1f32 } else { 0f32 };
@@ -603,8 +607,36 @@ pub fn cm_step(
     wcat[k * p..2 * k * p].copy_from_slice(wd);
     wcat[2 * k * p..].copy_from_slice(bd);
     let mut proj = vec![0f32; b * nq];
-    z_wt(z, b, p, &wcat, nq, &mut proj);
-    let z_sq = super::skinny::sum_sq(z).unwrap_or_else(|| z.iter().map(|v| v * v).sum());
+    // sparse rows: the products over the non-zero entries, with [W_enc^T; W_dec; b_dec]^T
+    // padded to whole registers (p x kp)
+    let kp = nq.div_ceil(8) * 8;
+    let z_sq = match z {
+        HostRows::Dense(z) => {
+            z_wt(z, b, p, &wcat, nq, &mut proj);
+            super::skinny::sum_sq(z).unwrap_or_else(|| z.iter().map(|v| v * v).sum())
+        }
+        HostRows::Sparse(s) => {
+            let mut wpad = vec![0f32; p * kp];
+            for j in 0..nq {
+                for i in 0..p {
+                    wpad[i * kp + j] = wcat[j * p + i];
+                }
+            }
+            let (starts, cols, vals) = s.parts();
+            if !super::skinny::sparse_w(starts, cols, vals, &wpad, kp, nq, &mut proj) {
+                for (i, out) in proj.chunks_exact_mut(nq).enumerate() {
+                    let (c, v) = s.row(i);
+                    for (&j, &x) in c.iter().zip(v) {
+                        let j = usize::from(j);
+                        for (o, wv) in out.iter_mut().zip(&wpad[j * kp..j * kp + nq]) {
+                            *o += x * wv;
+                        }
+                    }
+                }
+            }
+            vals.iter().map(|v| v * v).sum()
+        }
+    };
     // G = softmax(logits); Z W_dec^T and Z b_dec^T stay in proj
     let mut g = vec![0f32; b * k];
     for (grow, prow) in g.chunks_exact_mut(k).zip(proj.chunks_exact(nq)) {
@@ -720,13 +752,43 @@ pub fn cm_step(
     }
     // back = d^T Z: (2K + 1) x p
     let mut back = vec![0f32; nq * p];
-    if !super::skinny::dt_z(&dmat, nq, z, b, p, &mut back) {
-        matmul(
-            &mut back,
-            false,
-            View::rm(&dmat, b, nq).t(),
-            View::rm(z, b, p),
-        );
+    match z {
+        HostRows::Dense(z) => {
+            if !super::skinny::dt_z(&dmat, nq, z, b, p, &mut back) {
+                matmul(
+                    &mut back,
+                    false,
+                    View::rm(&dmat, b, nq).t(),
+                    View::rm(z, b, p),
+                );
+            }
+        }
+        HostRows::Sparse(s) => {
+            // Z^T d (p x kt) over the non-zero entries, then transposed; rows of whole cache
+            // lines (kt a multiple of 16 floats) from a 64-byte boundary, so that the kernel's
+            // read-modify-writes never straddle two lines
+            let kt = nq.div_ceil(16) * 16;
+            let mut buf = vec![0f32; p * kt + 16];
+            let off = buf.as_ptr().align_offset(64).min(16);
+            let back_t = &mut buf[off..off + p * kt];
+            let (starts, cols, vals) = s.parts();
+            if !super::skinny::sparse_t_d(starts, cols, vals, &dmat, nq, kt, back_t) {
+                for (i, drow) in dmat.chunks_exact(nq).enumerate() {
+                    let (c, v) = s.row(i);
+                    for (&j, &x) in c.iter().zip(v) {
+                        let j = usize::from(j);
+                        for (o, dv) in back_t[j * kt..j * kt + nq].iter_mut().zip(drow) {
+                            *o += x * dv;
+                        }
+                    }
+                }
+            }
+            for j in 0..nq {
+                for i in 0..p {
+                    back[j * p + i] = back_t[i * kt + j];
+                }
+            }
+        }
     }
     let mut dwe = vec![0f32; p * k];
     for j in 0..k {
@@ -919,7 +981,7 @@ mod tests {
                 lambda: 1.0,
                 cm_terms: terms,
             };
-            let (t, g) = cm_step(&ps, p, k, &z, b, &w);
+            let (t, g) = cm_step(&ps, p, k, HostRows::Dense(&z), b, &w);
             let shapes = [[p, k], [1, k], [k, p], [1, p]];
             let ts: Vec<Tensor<2>> = ps
                 .iter()
@@ -943,6 +1005,55 @@ mod tests {
                     .unwrap();
                 close(h, &r, &format!("p {p} K {k} grad {i}"));
             }
+        }
+    }
+
+    /// The CM's host step from sparse rows equals the dense step on the same data: K 3 (one
+    /// register of lanes), 10 (three), 20 (two column groups), the ablation's subsets, empty
+    /// rows, odd sizes.
+    #[test]
+    fn cm_host_step_from_sparse_rows_matches_dense() {
+        for (p, k, b, terms) in [
+            (37, 3, 11, [true; 4]),
+            (29, 10, 23, [true; 4]),
+            (41, 20, 17, [true; 4]),
+            (19, 10, 9, [true, false, true, false]),
+            (19, 4, 9, [false, true, false, true]),
+        ] {
+            let a = Arch {
+                kind: NetKind::Cm,
+                input: p,
+                hidden: vec![],
+                embed: p,
+                k,
+                quadratic: false,
+            };
+            let ps = params(&a, p as u64);
+            let mut z = data(b, p, k as u64);
+            for (i, v) in z.iter_mut().enumerate() {
+                // about 70% zeros, and the first row all zero
+                if i < p || (i * 7919) % 10 < 7 {
+                    *v = 0.0;
+                }
+            }
+            let s = net::SparseRows::detect(&z, b, p, 0.5).unwrap();
+            let w = LossWeights {
+                alpha: vec![2.5],
+                beta: 1.0,
+                lambda: 1.0,
+                cm_terms: terms,
+            };
+            let (td, gd) = cm_step(&ps, p, k, HostRows::Dense(&z), b, &w);
+            let (ts, gs) = cm_step(&ps, p, k, HostRows::Sparse(&s), b, &w);
+            close(&ts, &td, &format!("p {p} K {k} terms"));
+            for (i, (a, d)) in gs.iter().zip(&gd).enumerate() {
+                close(a, d, &format!("p {p} K {k} grad {i}"));
+            }
+            // a gathered batch is the same rows
+            let back = s.gather([2, 0, 1]);
+            assert_eq!(back.row(0), s.row(2));
+            assert_eq!(back.row(1), s.row(0));
+            assert_eq!(back.rows(), 3);
         }
     }
 

@@ -439,6 +439,34 @@ impl SparseRows {
         let (a, e) = (self.starts[i], self.starts[i + 1]);
         (&self.cols[a..e], &self.vals[a..e])
     }
+
+    /// Number of columns.
+    pub fn p(&self) -> usize {
+        self.p
+    }
+
+    /// The offsets, columns and values (for the kernels of [`super::skinny`]).
+    pub fn parts(&self) -> (&[usize], &[u16], &[f32]) {
+        (&self.starts, &self.cols, &self.vals)
+    }
+
+    /// The rows `rows` (indices into this matrix, in that order) as a matrix of their own: a
+    /// mini-batch. Panics on an index out of range.
+    pub fn gather(&self, rows: impl IntoIterator<Item = usize>) -> Self {
+        let (mut starts, mut cols, mut vals) = (vec![0], Vec::new(), Vec::new());
+        for i in rows {
+            let (c, v) = self.row(i);
+            cols.extend_from_slice(c);
+            vals.extend_from_slice(v);
+            starts.push(cols.len());
+        }
+        Self {
+            p: self.p,
+            starts,
+            cols,
+            vals,
+        }
+    }
 }
 
 /// Samples on the host, dense or sparse.

@@ -38,10 +38,10 @@ pub fn z_w(z: &[f32], b: usize, p: usize, wt: &[f32], q: usize, out: &mut [f32])
 
 /// Sparse rows times a dense matrix: row `i` of `out` (`rows x k`) is `sum_e vals[e] W[cols[e]]`
 /// over row `i`'s entries `starts[i]..starts[i + 1]` (`starts`: `rows + 1` offsets into `cols`
-/// and `vals`). `W` comes padded to `kp` columns (`p x kp`, `kp` = 8, 16, 24 or 32, padding
-/// zero). Returns `false` (and leaves `out` alone) when the CPU lacks AVX2/FMA or `kp` is
-/// another width. Panics when an offset or column lies outside the arrays (each entry's row of
-/// `W` is bounds-checked where it is read: no separate pass over the entries).
+/// and `vals`). `W` comes padded to `kp` columns (`p x kp`, `kp` a multiple of 8 and at least
+/// `k`, padding zero). Returns `false` (and leaves `out` alone) when the CPU lacks AVX2/FMA or
+/// `kp` is not a multiple of 8. Panics when an offset or column lies outside the arrays (each
+/// entry's row of `W` is bounds-checked where it is read: no separate pass over the entries).
 pub fn sparse_w(
     starts: &[usize],
     cols: &[u16],
@@ -53,17 +53,30 @@ pub fn sparse_w(
 ) -> bool {
     let rows = starts.len().saturating_sub(1);
     assert!(k <= kp && out.len() >= rows * k);
+    if kp == 0 || !kp.is_multiple_of(L) {
+        return false;
+    }
     #[cfg(target_arch = "x86_64")]
     if available() {
-        let args = (starts, cols, vals, wp, k, out);
-        // SAFETY: the CPU supports AVX2 and FMA (checked by `available`).
-        unsafe {
-            match kp {
-                8 => sparse_w_avx2::<1>(args),
-                16 => sparse_w_avx2::<2>(args),
-                24 => sparse_w_avx2::<3>(args),
-                32 => sparse_w_avx2::<4>(args),
-                _ => return false,
+        // column groups of up to 32 lanes (four registers of accumulators per set)
+        for g0 in (0..kp).step_by(4 * L) {
+            let args = SparseArgs {
+                starts,
+                cols,
+                vals,
+                wp,
+                kp,
+                g0,
+                k,
+            };
+            // SAFETY: the CPU supports AVX2 and FMA (checked by `available`).
+            unsafe {
+                match ((kp - g0) / L).min(4) {
+                    1 => sparse_w_avx2::<1>(&args, out),
+                    2 => sparse_w_avx2::<2>(&args, out),
+                    3 => sparse_w_avx2::<3>(&args, out),
+                    _ => sparse_w_avx2::<4>(&args, out),
+                }
             }
         }
         return true;
@@ -71,37 +84,88 @@ pub fn sparse_w(
     false
 }
 
-/// Arguments of [`sparse_w_avx2`]: starts, cols, vals, padded W, k, out.
-type SparseArgs<'a> = (
-    &'a [usize],
-    &'a [u16],
-    &'a [f32],
-    &'a [f32],
-    usize,
-    &'a mut [f32],
-);
+/// The transposed product for the backward pass: `out_t (p x kp) += Z^T D` for sparse rows `Z`
+/// (`starts`, `cols`, `vals` as in [`sparse_w`]) and `D` (`rows x q`, `q <= kp`): entry `(i, j, v)`
+/// adds `v D[i]` to row `j` of `out_t` (columns `q..kp` untouched). Returns `false` (and leaves
+/// `out_t` alone) when the CPU lacks AVX2/FMA or `kp` is not a multiple of 8. Panics when an
+/// offset or column lies outside the arrays.
+pub fn sparse_t_d(
+    starts: &[usize],
+    cols: &[u16],
+    vals: &[f32],
+    d: &[f32],
+    q: usize,
+    kp: usize,
+    out_t: &mut [f32],
+) -> bool {
+    let rows = starts.len().saturating_sub(1);
+    assert!(q <= kp && d.len() >= rows * q);
+    if kp == 0 || !kp.is_multiple_of(L) {
+        return false;
+    }
+    #[cfg(target_arch = "x86_64")]
+    if available() {
+        for g0 in (0..kp).step_by(4 * L) {
+            let args = SparseArgs {
+                starts,
+                cols,
+                vals,
+                wp: d,
+                kp,
+                g0,
+                k: q,
+            };
+            // SAFETY: the CPU supports AVX2 and FMA (checked by `available`).
+            unsafe {
+                match ((kp - g0) / L).min(4) {
+                    1 => sparse_t_d_avx2::<1>(&args, out_t),
+                    2 => sparse_t_d_avx2::<2>(&args, out_t),
+                    3 => sparse_t_d_avx2::<3>(&args, out_t),
+                    _ => sparse_t_d_avx2::<4>(&args, out_t),
+                }
+            }
+        }
+        return true;
+    }
+    false
+}
 
-/// [`sparse_w`] with `NR` registers per row of `W` (`kp = 8 NR`); two sets of accumulators
-/// (even and odd entries) so that consecutive entries do not wait on each other's additions.
+/// Arguments of the sparse kernels: the sparse rows, a dense matrix (`wp`: `W` padded to `kp`
+/// columns for [`sparse_w`], `D` with `k` columns for [`sparse_t_d`]), the first lane `g0` of
+/// this column group, and `k`.
+struct SparseArgs<'a> {
+    starts: &'a [usize],
+    cols: &'a [u16],
+    vals: &'a [f32],
+    wp: &'a [f32],
+    kp: usize,
+    g0: usize,
+    k: usize,
+}
+
+/// Columns `g0..g0 + 8 NR` of [`sparse_w`]; two sets of accumulators (even and odd entries) so
+/// that consecutive entries do not wait on each other's additions.
 ///
 /// # Safety
 /// The CPU must support AVX2 and FMA.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
-unsafe fn sparse_w_avx2<const NR: usize>((starts, cols, vals, wp, k, out): SparseArgs<'_>) {
+unsafe fn sparse_w_avx2<const NR: usize>(a: &SparseArgs<'_>, out: &mut [f32]) {
     use std::arch::x86_64::*;
-    let kp = NR * L;
-    // the padded row of W of column j: exactly kp floats (bounds-checked slice)
-    let row = |j: u16| &wp[usize::from(j) * kp..(usize::from(j) + 1) * kp];
-    for (i, w) in starts.windows(2).enumerate() {
-        let (c, v) = (&cols[w[0]..w[1]], &vals[w[0]..w[1]]);
+    let (kp, g0, k) = (a.kp, a.g0, a.k);
+    // lanes g0..g0 + 8 NR of the padded row of W of column j (bounds-checked slice)
+    let row = |j: u16| {
+        let at = usize::from(j) * kp + g0;
+        &a.wp[at..at + NR * L]
+    };
+    for (i, w) in a.starts.windows(2).enumerate() {
+        let (c, v) = (&a.cols[w[0]..w[1]], &a.vals[w[0]..w[1]]);
         let (mut acc0, mut acc1) = ([_mm256_setzero_ps(); NR], [_mm256_setzero_ps(); NR]);
-        let pairs = c.len() / 2;
-        for t in 0..pairs {
+        for t in 0..c.len() / 2 {
             let (r0, r1) = (row(c[2 * t]), row(c[2 * t + 1]));
             let (v0, v1) = (_mm256_set1_ps(v[2 * t]), _mm256_set1_ps(v[2 * t + 1]));
             for r in 0..NR {
-                // SAFETY: r0 and r1 hold kp = 8 NR floats, so 8 r .. 8 r + 8 is inside both
+                // SAFETY: r0 and r1 hold 8 NR floats, so 8 r .. 8 r + 8 is inside both
                 let (w0, w1) = unsafe {
                     (
                         _mm256_loadu_ps(r0.as_ptr().add(r * L)),
@@ -121,13 +185,46 @@ unsafe fn sparse_w_avx2<const NR: usize>((starts, cols, vals, wp, k, out): Spars
                 *slot = _mm256_fmadd_ps(v0, w0, *slot);
             }
         }
-        let mut lanes = [0f32; 32];
+        let mut lanes = [0f32; 4 * L];
         for r in 0..NR {
             let sum = _mm256_add_ps(acc0[r], acc1[r]);
             // SAFETY: `lanes` holds 32 floats, 8 r + 8 <= 32
             unsafe { _mm256_storeu_ps(lanes.as_mut_ptr().add(r * L), sum) };
         }
-        out[i * k..(i + 1) * k].copy_from_slice(&lanes[..k]);
+        let n = k.saturating_sub(g0).min(NR * L);
+        out[i * k + g0..i * k + g0 + n].copy_from_slice(&lanes[..n]);
+    }
+}
+
+/// Columns `g0..g0 + 8 NR` of [`sparse_t_d`]: one row of `D` in registers, one
+/// read-modify-write of `out_t`'s row per entry.
+///
+/// # Safety
+/// The CPU must support AVX2 and FMA.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn sparse_t_d_avx2<const NR: usize>(a: &SparseArgs<'_>, out_t: &mut [f32]) {
+    use std::arch::x86_64::*;
+    let (kp, g0, q) = (a.kp, a.g0, a.k);
+    let n = q.saturating_sub(g0).min(NR * L);
+    for (i, w) in a.starts.windows(2).enumerate() {
+        let mut lanes = [0f32; 4 * L];
+        lanes[..n].copy_from_slice(&a.wp[i * q + g0..i * q + g0 + n]);
+        // SAFETY: `lanes` holds 32 floats, 8 r + 8 <= 32
+        let dr: [__m256; NR] =
+            std::array::from_fn(|r| unsafe { _mm256_loadu_ps(lanes.as_ptr().add(r * L)) });
+        for (&j, &v) in a.cols[w[0]..w[1]].iter().zip(&a.vals[w[0]..w[1]]) {
+            let at = usize::from(j) * kp + g0;
+            let o = &mut out_t[at..at + NR * L];
+            let vv = _mm256_set1_ps(v);
+            for (r, d) in dr.iter().enumerate() {
+                // SAFETY: `o` holds 8 NR floats, so 8 r .. 8 r + 8 is inside it
+                unsafe {
+                    let cur = _mm256_loadu_ps(o.as_ptr().add(r * L));
+                    _mm256_storeu_ps(o.as_mut_ptr().add(r * L), _mm256_fmadd_ps(vv, *d, cur));
+                }
+            }
+        }
     }
 }
 
