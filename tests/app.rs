@@ -40,6 +40,19 @@ fn wait_until(
     false
 }
 
+/// What a failed wait shows: the status line, the worker, the run's progress.
+fn state_line(a: &ExplorerApp) -> String {
+    format!(
+        "status '{}', worker {}, epochs {}, steps {}, playing {}, snapshot step {:?}",
+        a.status,
+        a.has_worker(),
+        a.run.epochs.len(),
+        a.run.steps,
+        a.run.playing,
+        a.run.snapshot.as_ref().map(|s| s.step)
+    )
+}
+
 fn temp_dir(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("aecm-app-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
@@ -137,12 +150,16 @@ fn exports_and_saved_runs() {
     assert_eq!(h.state().data.as_ref().map(|d| d.n), Some(2000));
     assert_eq!(h.state().settings.k, 5);
     h.get_by_label("Epoch").click();
-    assert!(wait_until(&mut h, 60.0, |a| a.run.epochs.len() == 1
-        && !a.run.playing
-        && a.run.snapshot.as_ref().is_some_and(|s| s.step > 0)));
+    let ok = wait_until(&mut h, 60.0, |a| {
+        a.run.epochs.len() == 1
+            && !a.run.playing
+            && a.run.snapshot.as_ref().is_some_and(|s| s.step > 0)
+    });
+    assert!(ok, "first epoch: {}", state_line(h.state()));
     // a second epoch so curves have two points
     h.get_by_label("Epoch").click();
-    assert!(wait_until(&mut h, 60.0, |a| a.run.epochs.len() == 2 && !a.run.playing));
+    let ok = wait_until(&mut h, 60.0, |a| a.run.epochs.len() == 2 && !a.run.playing);
+    assert!(ok, "second epoch: {}", state_line(h.state()));
 
     for tab in [
         Tab::Loss,

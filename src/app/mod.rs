@@ -2083,18 +2083,25 @@ impl ExplorerApp {
                     s.preset = AppPreset::Custom;
                 }
             });
-            if let Some((secs, rate)) = self.cost_estimate() {
-                ui.label(
-                    RichText::new(format!(
-                        "estimated cost: {} (from {rate:.0} GFLOP/s measured here)",
-                        human_time(secs)
-                    ))
-                    .small(),
-                );
-            }
-            if !self.run.device.is_empty() {
-                ui.label(RichText::new(format!("device: {}", self.run.device)).small());
-            }
+            // both lines are always there, so that nothing below them (the Train button) moves
+            // when the GEMM probe or the worker reports: a click located in one frame must hit
+            // the same button in the next
+            let measured = self.gemm_gflops.lock().ok().is_some_and(|g| g.is_some());
+            let cost = match self.cost_estimate() {
+                Some((secs, rate)) => format!(
+                    "estimated cost: {} (from {rate:.0} GFLOP/s measured here)",
+                    human_time(secs)
+                ),
+                None if !measured => "estimated cost: measuring this machine…".into(),
+                None => "estimated cost: not estimated for this model".into(),
+            };
+            ui.label(RichText::new(cost).small());
+            let device = if self.run.device.is_empty() {
+                "device: chosen when training starts".to_string()
+            } else {
+                format!("device: {}", self.run.device)
+            };
+            ui.label(RichText::new(device).small());
             ui.separator();
             ui.heading("Loss weights (live)");
             let s = &mut self.settings;
@@ -2123,11 +2130,12 @@ impl ExplorerApp {
                 acts.push(Action::SendWeights);
             }
             let (a, b, l) = self.run.applied;
-            if self.worker.is_some() {
-                ui.small(format!(
-                    "in the engine: alpha {a:.3}, beta {b:.3}, lambda {l:.3}"
-                ));
-            }
+            // always one line (see the cost line above)
+            ui.small(if self.worker.is_some() {
+                format!("in the engine: alpha {a:.3}, beta {b:.3}, lambda {l:.3}")
+            } else {
+                "in the engine: not started".to_string()
+            });
             ui.separator();
             ui.heading("Run");
             ui.horizontal(|ui| {
