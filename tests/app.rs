@@ -71,6 +71,16 @@ fn train_tune_pause_reset_through_the_ui() {
     assert_eq!(ds.name, "mnist10k");
     assert_eq!(ds.n, 10_000);
     assert_eq!(h.state().settings.k, 10);
+    // the evaluation budget is a setting that reaches the trainer's configuration
+    let budget = |h: &Harness<'static, ExplorerApp>| {
+        h.state().settings.train_config().map(|c| c.eval_budget)
+    };
+    assert_eq!(budget(&h), Ok(0.1));
+    h.state_mut().settings.eval_budget = 0.0;
+    assert_eq!(budget(&h), Ok(0.0));
+    h.state_mut().settings.eval_budget = 0.1;
+    h.step();
+    assert!(h.query_by_label("evaluation budget").is_some());
 
     h.get_by_label("Train").click();
     assert!(

@@ -170,6 +170,8 @@ pub struct Settings {
     pub speed: f64,
     /// Evaluate every this many epochs.
     pub eval_every: usize,
+    /// Most of the time costly evaluations may take (a fraction; 0: no limit).
+    pub eval_budget: f64,
     /// Dark theme.
     pub dark: bool,
     /// Active tab.
@@ -217,6 +219,7 @@ impl Default for Settings {
             device: DeviceChoice::Auto,
             speed: 0.0,
             eval_every: 1,
+            eval_budget: 0.1,
             dark: true,
             tab: Tab::Projection,
             log_y: false,
@@ -328,6 +331,7 @@ impl Settings {
             pretrain_epochs: self.pretrain_epochs,
             cm_pretrain_epochs: self.cm_pretrain_epochs,
             eval_every: self.eval_every,
+            eval_budget: self.eval_budget,
             restarts: 3,
             ..TrainConfig::default()
         })
@@ -2058,6 +2062,24 @@ impl ExplorerApp {
                             .suffix(" epochs"),
                     )
                     .labelled_by(l.id);
+                    ui.end_row();
+                    let l = ui.label("evaluation budget");
+                    let mut pct = s.eval_budget * 100.0;
+                    if ui
+                        .add(
+                            egui::DragValue::new(&mut pct)
+                                .range(0.0..=90.0)
+                                .suffix("% of time"),
+                        )
+                        .labelled_by(l.id)
+                        .on_hover_text(
+                            "evaluations over 0.05 s are spaced out to take at most this share \
+                             of the time (0: every N epochs whatever they cost)",
+                        )
+                        .changed()
+                    {
+                        s.eval_budget = pct / 100.0;
+                    }
                     ui.end_row();
                     let l = ui.label("device");
                     egui::ComboBox::from_id_salt("device")
