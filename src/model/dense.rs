@@ -764,20 +764,24 @@ pub fn cm_step(
             }
         }
         HostRows::Sparse(s) => {
-            // Z^T d (p x kt) over the non-zero entries, then transposed; rows of whole cache
-            // lines (kt a multiple of 16 floats) from a 64-byte boundary, so that the kernel's
-            // read-modify-writes never straddle two lines
-            let kt = nq.div_ceil(16) * 16;
-            let mut buf = vec![0f32; p * kt + 16];
-            let off = buf.as_ptr().align_offset(64).min(16);
-            let back_t = &mut buf[off..off + p * kt];
-            let (starts, cols, vals) = s.parts();
-            if !super::skinny::sparse_t_d(starts, cols, vals, &dmat, nq, kt, back_t) {
-                for (i, drow) in dmat.chunks_exact(nq).enumerate() {
+            // Z^T d (p x kp): over the batch's compressed columns, each row of the result a sum
+            // of rows of d (kept in cache) - no scattered writes; then transposed
+            let mut back_t = vec![0f32; p * kp];
+            let mut dpad = vec![0f32; b * kp];
+            for (dst, src) in dpad.chunks_exact_mut(kp).zip(dmat.chunks_exact(nq)) {
+                dst[..nq].copy_from_slice(src);
+            }
+            let zt = s.transpose();
+            let done = zt.as_ref().is_some_and(|t| {
+                let (starts, rows, vals) = t.parts();
+                super::skinny::sparse_w(starts, rows, vals, &dpad, kp, kp, &mut back_t)
+            });
+            if !done {
+                for (i, drow) in dpad.chunks_exact(kp).enumerate() {
                     let (c, v) = s.row(i);
                     for (&j, &x) in c.iter().zip(v) {
                         let j = usize::from(j);
-                        for (o, dv) in back_t[j * kt..j * kt + nq].iter_mut().zip(drow) {
+                        for (o, dv) in back_t[j * kp..(j + 1) * kp].iter_mut().zip(drow) {
                             *o += x * dv;
                         }
                     }
@@ -785,7 +789,7 @@ pub fn cm_step(
             }
             for j in 0..nq {
                 for i in 0..p {
-                    back[j * p + i] = back_t[i * kt + j];
+                    back[j * p + i] = back_t[i * kp + j];
                 }
             }
         }

@@ -450,6 +450,40 @@ impl SparseRows {
         (&self.starts, &self.cols, &self.vals)
     }
 
+    /// The transpose (`p x n`) in the same form, i.e. this matrix's compressed columns, built by
+    /// a counting sort; `None` when `n` exceeds 65,536 (16-bit columns).
+    pub fn transpose(&self) -> Option<Self> {
+        let n = self.rows();
+        if n > usize::from(u16::MAX) + 1 {
+            return None;
+        }
+        let mut starts = vec![0usize; self.p + 1];
+        for &j in &self.cols {
+            starts[usize::from(j) + 1] += 1;
+        }
+        for j in 0..self.p {
+            starts[j + 1] += starts[j];
+        }
+        let mut next = starts.clone();
+        let (mut cols, mut vals) = (vec![0u16; self.nnz()], vec![0f32; self.nnz()]);
+        for i in 0..n {
+            let (c, v) = self.row(i);
+            for (&j, &x) in c.iter().zip(v) {
+                let at = &mut next[usize::from(j)];
+                // i < n <= 65,536
+                cols[*at] = i as u16;
+                vals[*at] = x;
+                *at += 1;
+            }
+        }
+        Some(Self {
+            p: n,
+            starts,
+            cols,
+            vals,
+        })
+    }
+
     /// The rows `rows` (indices into this matrix, in that order) as a matrix of their own: a
     /// mini-batch. Panics on an index out of range.
     pub fn gather(&self, rows: impl IntoIterator<Item = usize>) -> Self {
@@ -807,6 +841,18 @@ mod tests {
             }
         }
         assert_eq!(back, x);
+        // the transpose holds the same entries by column
+        let st = s.transpose().unwrap();
+        assert_eq!((st.rows(), st.p(), st.nnz()), (p, n, nnz));
+        for j in 0..p {
+            let (rows, vals) = st.row(j);
+            let want: Vec<(u16, f32)> = (0..n)
+                .filter(|&i| x[i * p + j] != 0.0)
+                .map(|i| (i as u16, x[i * p + j]))
+                .collect();
+            let got: Vec<(u16, f32)> = rows.iter().copied().zip(vals.iter().copied()).collect();
+            assert_eq!(got, want, "column {j}");
+        }
         if !super::super::skinny::available() {
             return;
         }

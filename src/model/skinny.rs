@@ -84,55 +84,8 @@ pub fn sparse_w(
     false
 }
 
-/// The transposed product for the backward pass: `out_t (p x kp) += Z^T D` for sparse rows `Z`
-/// (`starts`, `cols`, `vals` as in [`sparse_w`]) and `D` (`rows x q`, `q <= kp`): entry `(i, j, v)`
-/// adds `v D[i]` to row `j` of `out_t` (columns `q..kp` untouched). Returns `false` (and leaves
-/// `out_t` alone) when the CPU lacks AVX2/FMA or `kp` is not a multiple of 8. Panics when an
-/// offset or column lies outside the arrays.
-pub fn sparse_t_d(
-    starts: &[usize],
-    cols: &[u16],
-    vals: &[f32],
-    d: &[f32],
-    q: usize,
-    kp: usize,
-    out_t: &mut [f32],
-) -> bool {
-    let rows = starts.len().saturating_sub(1);
-    assert!(q <= kp && d.len() >= rows * q);
-    if kp == 0 || !kp.is_multiple_of(L) {
-        return false;
-    }
-    #[cfg(target_arch = "x86_64")]
-    if available() {
-        for g0 in (0..kp).step_by(4 * L) {
-            let args = SparseArgs {
-                starts,
-                cols,
-                vals,
-                wp: d,
-                kp,
-                g0,
-                k: q,
-            };
-            // SAFETY: the CPU supports AVX2 and FMA (checked by `available`).
-            unsafe {
-                match ((kp - g0) / L).min(4) {
-                    1 => sparse_t_d_avx2::<1>(&args, out_t),
-                    2 => sparse_t_d_avx2::<2>(&args, out_t),
-                    3 => sparse_t_d_avx2::<3>(&args, out_t),
-                    _ => sparse_t_d_avx2::<4>(&args, out_t),
-                }
-            }
-        }
-        return true;
-    }
-    false
-}
-
-/// Arguments of the sparse kernels: the sparse rows, a dense matrix (`wp`: `W` padded to `kp`
-/// columns for [`sparse_w`], `D` with `k` columns for [`sparse_t_d`]), the first lane `g0` of
-/// this column group, and `k`.
+/// Arguments of [`sparse_w_avx2`]: the sparse rows, `W` padded to `kp` columns, the first lane
+/// `g0` of this column group, and `k`.
 struct SparseArgs<'a> {
     starts: &'a [usize],
     cols: &'a [u16],
@@ -193,38 +146,6 @@ unsafe fn sparse_w_avx2<const NR: usize>(a: &SparseArgs<'_>, out: &mut [f32]) {
         }
         let n = k.saturating_sub(g0).min(NR * L);
         out[i * k + g0..i * k + g0 + n].copy_from_slice(&lanes[..n]);
-    }
-}
-
-/// Columns `g0..g0 + 8 NR` of [`sparse_t_d`]: one row of `D` in registers, one
-/// read-modify-write of `out_t`'s row per entry.
-///
-/// # Safety
-/// The CPU must support AVX2 and FMA.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn sparse_t_d_avx2<const NR: usize>(a: &SparseArgs<'_>, out_t: &mut [f32]) {
-    use std::arch::x86_64::*;
-    let (kp, g0, q) = (a.kp, a.g0, a.k);
-    let n = q.saturating_sub(g0).min(NR * L);
-    for (i, w) in a.starts.windows(2).enumerate() {
-        let mut lanes = [0f32; 4 * L];
-        lanes[..n].copy_from_slice(&a.wp[i * q + g0..i * q + g0 + n]);
-        // SAFETY: `lanes` holds 32 floats, 8 r + 8 <= 32
-        let dr: [__m256; NR] =
-            std::array::from_fn(|r| unsafe { _mm256_loadu_ps(lanes.as_ptr().add(r * L)) });
-        for (&j, &v) in a.cols[w[0]..w[1]].iter().zip(&a.vals[w[0]..w[1]]) {
-            let at = usize::from(j) * kp + g0;
-            let o = &mut out_t[at..at + NR * L];
-            let vv = _mm256_set1_ps(v);
-            for (r, d) in dr.iter().enumerate() {
-                // SAFETY: `o` holds 8 NR floats, so 8 r .. 8 r + 8 is inside it
-                unsafe {
-                    let cur = _mm256_loadu_ps(o.as_ptr().add(r * L));
-                    _mm256_storeu_ps(o.as_mut_ptr().add(r * L), _mm256_fmadd_ps(vv, *d, cur));
-                }
-            }
-        }
     }
 }
 
