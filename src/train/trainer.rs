@@ -919,10 +919,11 @@ impl Trainer {
             };
             (km.labels, None, km.centres, Some(dec), None)
         } else {
-            let (pred, lsp) = self.predict();
+            // one encoder pass for the predictions and AE-CM+KM's embedding
+            let (pred, lsp, z) = self.predict_embed();
             let extra = if kind == ModelKind::Aecm {
                 // AE-CM+KM: k-means on the learned embedding
-                let z = HostMat::from_tensor(&self.embed_all());
+                let z = z.unwrap_or_else(|| HostMat::from_tensor(&self.embed_all()));
                 let dd = DeviceData::new(&z.data, z.rows, z.cols, &self.device);
                 let km = baselines::kmeans(
                     &dd,
