@@ -623,17 +623,7 @@ pub fn cm_step(
                 }
             }
             let (starts, cols, vals) = s.parts();
-            if !super::skinny::sparse_w(starts, cols, vals, &wpad, kp, nq, &mut proj) {
-                for (i, out) in proj.chunks_exact_mut(nq).enumerate() {
-                    let (c, v) = s.row(i);
-                    for (&j, &x) in c.iter().zip(v) {
-                        let j = usize::from(j);
-                        for (o, wv) in out.iter_mut().zip(&wpad[j * kp..j * kp + nq]) {
-                            *o += x * wv;
-                        }
-                    }
-                }
-            }
+            super::skinny::sparse_w(starts, cols, vals, &wpad, kp, nq, &mut proj);
             vals.iter().map(|v| v * v).sum()
         }
     };
@@ -767,22 +757,21 @@ pub fn cm_step(
             // Z^T d (p x kp): over the batch's compressed columns, each row of the result a sum
             // of rows of d (kept in cache) - no scattered writes; then transposed
             let mut back_t = vec![0f32; p * kp];
-            let mut dpad = vec![0f32; b * kp];
-            for (dst, src) in dpad.chunks_exact_mut(kp).zip(dmat.chunks_exact(nq)) {
-                dst[..nq].copy_from_slice(src);
-            }
-            let zt = s.transpose();
-            let done = zt.as_ref().is_some_and(|t| {
-                let (starts, rows, vals) = t.parts();
-                super::skinny::sparse_w(starts, rows, vals, &dpad, kp, kp, &mut back_t)
-            });
-            if !done {
-                for (i, drow) in dpad.chunks_exact(kp).enumerate() {
-                    let (c, v) = s.row(i);
-                    for (&j, &x) in c.iter().zip(v) {
-                        let j = usize::from(j);
-                        for (o, dv) in back_t[j * kp..(j + 1) * kp].iter_mut().zip(drow) {
-                            *o += x * dv;
+            let dpad = super::skinny::pad_rows(&dmat, nq, kp);
+            match s.transpose() {
+                Some(t) => {
+                    let (starts, rows, vals) = t.parts();
+                    super::skinny::sparse_w(starts, rows, vals, &dpad, kp, kp, &mut back_t);
+                }
+                // over 65,536 rows: add each entry's row of d where it belongs
+                None => {
+                    for (i, drow) in dpad.chunks_exact(kp).enumerate() {
+                        let (c, v) = s.row(i);
+                        for (&j, &x) in c.iter().zip(v) {
+                            let j = usize::from(j);
+                            for (o, dv) in back_t[j * kp..(j + 1) * kp].iter_mut().zip(drow) {
+                                *o += x * dv;
+                            }
                         }
                     }
                 }

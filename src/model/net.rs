@@ -532,12 +532,7 @@ pub fn cm_gamma_host(x: HostRows<'_>, rows: usize, cm: &[Tensor<2>]) -> Option<V
         HostRows::Dense(_) => host_vec(cm[0].clone().transpose()), // K x p
         HostRows::Sparse(_) => {
             // p x kp: each row of W_enc padded with zeros to whole registers
-            let wk = host_vec(cm[0].clone());
-            let mut wp = vec![0f32; p * kp];
-            for (dst, src) in wp.chunks_exact_mut(kp).zip(wk.chunks_exact(k)) {
-                dst[..k].copy_from_slice(src);
-            }
-            wp
+            super::skinny::pad_rows(&host_vec(cm[0].clone()), k, kp)
         }
     };
     let b = host_vec(cm[1].clone()); // 1 x K
@@ -555,18 +550,7 @@ pub fn cm_gamma_host(x: HostRows<'_>, rows: usize, cm: &[Tensor<2>]) -> Option<V
                 }
                 HostRows::Sparse(s) => {
                     let st = &s.starts[r0..=r0 + m];
-                    if !super::skinny::sparse_w(st, &s.cols, &s.vals, &w, kp, k, gc) {
-                        for (i, out) in gc.chunks_exact_mut(k).enumerate() {
-                            out.fill(0.0);
-                            let (cols, vals) = s.row(r0 + i);
-                            for (&j, &v) in cols.iter().zip(vals) {
-                                let j = usize::from(j);
-                                for (o, wj) in out.iter_mut().zip(&w[j * kp..j * kp + k]) {
-                                    *o += v * wj;
-                                }
-                            }
-                        }
-                    }
+                    super::skinny::sparse_w(st, &s.cols, &s.vals, &w, kp, k, gc);
                 }
             }
             for row in gc.chunks_exact_mut(k) {

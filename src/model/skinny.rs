@@ -39,9 +39,9 @@ pub fn z_w(z: &[f32], b: usize, p: usize, wt: &[f32], q: usize, out: &mut [f32])
 /// Sparse rows times a dense matrix: row `i` of `out` (`rows x k`) is `sum_e vals[e] W[cols[e]]`
 /// over row `i`'s entries `starts[i]..starts[i + 1]` (`starts`: `rows + 1` offsets into `cols`
 /// and `vals`). `W` comes padded to `kp` columns (`p x kp`, `kp` a multiple of 8 and at least
-/// `k`, padding zero). Returns `false` (and leaves `out` alone) when the CPU lacks AVX2/FMA or
-/// `kp` is not a multiple of 8. Panics when an offset or column lies outside the arrays (each
-/// entry's row of `W` is bounds-checked where it is read: no separate pass over the entries).
+/// `k`, padding zero; [`pad_rows`]). AVX2 where the CPU has it, else a plain loop. Panics when an
+/// offset or column lies outside the arrays (each entry's row of `W` is bounds-checked where it
+/// is read: no separate pass over the entries).
 pub fn sparse_w(
     starts: &[usize],
     cols: &[u16],
@@ -50,12 +50,9 @@ pub fn sparse_w(
     kp: usize,
     k: usize,
     out: &mut [f32],
-) -> bool {
+) {
     let rows = starts.len().saturating_sub(1);
-    assert!(k <= kp && out.len() >= rows * k);
-    if kp == 0 || !kp.is_multiple_of(L) {
-        return false;
-    }
+    assert!(k <= kp && kp.is_multiple_of(L) && out.len() >= rows * k);
     #[cfg(target_arch = "x86_64")]
     if available() {
         // column groups of up to 32 lanes (four registers of accumulators per set)
@@ -79,9 +76,28 @@ pub fn sparse_w(
                 }
             }
         }
-        return true;
+        return;
     }
-    false
+    for (i, w) in starts.windows(2).enumerate() {
+        let o = &mut out[i * k..(i + 1) * k];
+        o.fill(0.0);
+        for (&j, &x) in cols[w[0]..w[1]].iter().zip(&vals[w[0]..w[1]]) {
+            let j = usize::from(j);
+            for (ov, wv) in o.iter_mut().zip(&wp[j * kp..j * kp + k]) {
+                *ov += x * wv;
+            }
+        }
+    }
+}
+
+/// The rows of `src` (`rows x k`, row-major) each padded with zeros to `kp` columns.
+pub fn pad_rows(src: &[f32], k: usize, kp: usize) -> Vec<f32> {
+    let rows = src.len() / k.max(1);
+    let mut out = vec![0f32; rows * kp];
+    for (dst, s) in out.chunks_exact_mut(kp).zip(src.chunks_exact(k.max(1))) {
+        dst[..k].copy_from_slice(s);
+    }
+    out
 }
 
 /// Arguments of [`sparse_w_avx2`]: the sparse rows, `W` padded to `kp` columns, the first lane
