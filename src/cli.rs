@@ -689,7 +689,13 @@ fn bench_cmd(a: &BenchArgs) -> anyhow::Result<()> {
         );
         let mut results = Vec::new();
         for c in &cases {
-            let steps = if c.model == ModelKind::Cm { 50 } else { 10 };
+            // timed epochs of this many steps; each ends by reading the parameters and terms
+            // back, which on a GPU is worth amortising over more steps
+            let steps = match (c.model, choice) {
+                (ModelKind::Cm, _) => 50,
+                (_, DeviceChoice::Wgpu) => 100,
+                _ => 10,
+            };
             let r = bench::run_case(c, &device, &desc, gemm, a.reps, steps, a.cm_autodiff)?;
             println!(
                 "{:<16} {:>10.3} {:>10.1} {:>11.4} {:>8.1}% {:>12.3}",
@@ -704,8 +710,9 @@ fn bench_cmd(a: &BenchArgs) -> anyhow::Result<()> {
         }
         let mut epochs = Vec::new();
         if let Some(ds) = &mnist {
+            // the real-data epochs of the MNIST-shaped cases asked for
             for name in ["cm-mnist", "aecm-mnist"] {
-                if let Some(c) = bench::CASES.iter().find(|c| c.name == name) {
+                if let Some(c) = cases.iter().find(|c| c.name == name) {
                     // On wgpu the first epoch compiles and autotunes the kernels: time a second.
                     let n_epochs = if choice == DeviceChoice::Wgpu { 2 } else { 1 };
                     let times = bench::real_epochs(c, ds, &device, &desc, n_epochs, a.cm_autodiff)?;

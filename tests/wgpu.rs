@@ -36,3 +36,80 @@ fn one_cm_step_on_wgpu_matches_the_cpu_backend() {
         }
     }
 }
+
+/// The AE-CM's own GPU step (`model::gpu`) through the trainer, against the CPU backend's host
+/// step, with per-step loss events: AE-KM (the autoencoder's pre-training alone, with a frozen
+/// first kernel and its own batch size) and AE-CM from random init with the averaging epoch.
+/// (Kept off burn's tensor kernels, evaluation included: compiling them on a software Vulkan
+/// takes minutes.)
+#[test]
+fn aecm_on_the_gpu_step_matches_the_cpu_backend() {
+    let ds = aecm::data::generate("blobs", Some(90), 0).unwrap();
+    let base = TrainConfig {
+        clusters: 3,
+        alpha: vec![1.0, 2.0, 3.0],
+        hidden: vec![12, 9],
+        embed: 3,
+        batch: 32,
+        pretrain_batch: 40,
+        pretrain_epochs: 2,
+        freeze_first_kernel: true,
+        epochs: 2,
+        step_events: true,
+        eval_every: 0,
+        seed: 3,
+        ..TrainConfig::default()
+    };
+    let aekm = TrainConfig {
+        model: ModelKind::AeKm,
+        ..base.clone()
+    };
+    let aecm = TrainConfig {
+        model: ModelKind::Aecm,
+        averaging: true,
+        ..base
+    };
+    for cfg in [aekm, aecm] {
+        let mut runs = Vec::new();
+        for choice in [DeviceChoice::Wgpu, DeviceChoice::Cpu] {
+            let (device, desc) = select(choice).unwrap();
+            let mut steps: Vec<Vec<f32>> = Vec::new();
+            let mut sink = |e: &Event| match e {
+                Event::Step { terms, .. } => steps.push(terms.clone()),
+                Event::Epoch(r) => steps.push(r.terms.iter().map(|&v| v as f32).collect()),
+                _ => {}
+            };
+            let mut t =
+                Trainer::new(cfg.clone().check(90, 2).unwrap(), ds.clone(), device, &desc).unwrap();
+            while !t.is_done() {
+                t.step(&mut sink).unwrap();
+            }
+            runs.push((t.params_host(), steps, t.predict()));
+        }
+        let (gp, gs, (gl, glsp)) = &runs[0];
+        let (cp, cs, (cl, clsp)) = &runs[1];
+        // the predictions: the GPU step's encoder (kept for them after the run) against the host's
+        assert_eq!(gl, cl, "predictions");
+        assert!(
+            (glsp - clsp).abs() <= 1e-3 * (1.0 + clsp.abs()),
+            "L_sp {glsp} vs {clsp}"
+        );
+        assert_eq!(gs.len(), cs.len(), "steps and epochs");
+        assert!(gs.len() >= 8, "{} events", gs.len());
+        for (a, b) in gs.iter().zip(cs) {
+            assert_eq!(a.len(), b.len(), "terms {a:?} vs {b:?}");
+            assert!(!a.is_empty());
+            for (x, y) in a.iter().zip(b) {
+                assert!(
+                    (x - y).abs() <= 1e-3 * (1.0 + y.abs()),
+                    "terms {a:?} vs {b:?}"
+                );
+            }
+        }
+        for (a, b) in gp.iter().zip(cp) {
+            for (x, y) in a.data.iter().zip(&b.data) {
+                assert!((x - y).abs() < 1e-3, "wgpu {x} vs cpu {y}");
+            }
+        }
+    }
+}

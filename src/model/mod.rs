@@ -4,6 +4,7 @@
 pub mod adam;
 pub mod baselines;
 pub mod dense;
+pub mod gpu;
 pub mod linalg;
 pub mod net;
 pub mod skinny;

@@ -9,6 +9,7 @@ use crate::metrics::{Scores, scores};
 use crate::model::adam::Adam;
 use crate::model::baselines::{self, DeviceData};
 use crate::model::dense::{self, HostLoss};
+use crate::model::gpu::{self, GpuStep};
 use crate::model::linalg::pinv;
 use crate::model::net::{self, Arch, HostMat, HostRows, LossWeights, Net, NetKind, e2_e3};
 use crate::util::{SeededRng, rng};
@@ -64,6 +65,12 @@ pub struct Trainer {
     /// backend, [`dense`]); `params` lags behind them while `host_dirty`.
     host_params: Option<Vec<Vec<f32>>>,
     host_dirty: bool,
+    /// The AE-CM's own GPU step (wgpu backend, [`gpu`]): parameters, gradients and Adam's
+    /// moments in GPU buffers; `params` lags behind them while `gpu_dirty`.
+    gpu: Option<GpuStep>,
+    gpu_dirty: bool,
+    /// A failure reading the GPU step's parameters back, raised by the next [`Self::step`].
+    gpu_error: Option<String>,
     adam: Adam,
     rng: SeededRng,
     weights: LossWeights,
@@ -169,6 +176,9 @@ impl Trainer {
             params,
             host_params: None,
             host_dirty: false,
+            gpu: None,
+            gpu_dirty: false,
+            gpu_error: None,
             adam: Adam::new(n_params, eps).with_host_update(host_adam),
             rng: rng(seed, 2),
             weights,
@@ -303,6 +313,7 @@ impl Trainer {
         // host step start again from them
         self.sync_tensors();
         self.host_params = None;
+        let from = self.phase;
         loop {
             let next = match self.phase {
                 Phase::AePretrain => {
@@ -354,9 +365,27 @@ impl Trainer {
             self.phase_epochs = self.epochs_of(next);
             self.epoch_in_phase = 0;
             if next == Phase::Done || self.phase_epochs > 0 {
-                return Ok(());
+                break;
             }
         }
+        // The GPU step's state carries on into the averaging epoch (Adam's moments, as the
+        // host's) and, at the end, serves the predictions with the final parameters; other
+        // phases start from the tensors.
+        match (from, self.phase) {
+            (Phase::Train, Phase::Averaging) => {}
+            (Phase::Train | Phase::Averaging | Phase::AePretrain, Phase::Done) => {
+                if let Some(g) = &self.gpu {
+                    let host: Vec<Vec<f32>> = self
+                        .params
+                        .iter()
+                        .map(|t| HostMat::from_tensor(t).data)
+                        .collect();
+                    g.set_params(&host)?;
+                }
+            }
+            _ => self.gpu = None,
+        }
+        Ok(())
     }
 
     /// Indices of the trainable parameters in the current phase.
@@ -374,6 +403,9 @@ impl Trainer {
     pub fn step(&mut self, sink: &mut dyn EventSink) -> Result<Option<Vec<f32>>> {
         if self.phase == Phase::Done {
             return Ok(None);
+        }
+        if let Some(e) = self.gpu_error.take() {
+            return Err(AecmError::Backend(e));
         }
         let n = self.data.n;
         if self.perm.is_none() {
@@ -402,9 +434,13 @@ impl Trainer {
         let Some(idx) = idx else { return Ok(None) };
         let rows = self.cursor..end;
         self.cursor = end;
-        let terms = self.update(idx, rows);
+        let terms = self.update(idx, rows)?;
         let step_terms = if self.cfg.step_events {
-            let v = to_f32(terms.clone());
+            let v = match (&terms, &self.gpu) {
+                (Some(t), _) => to_f32(t.clone()),
+                (None, Some(g)) => g.last_terms()?,
+                (None, None) => Vec::new(),
+            };
             sink.event(&Event::Step {
                 step: self.step,
                 epoch: self.epochs_done(),
@@ -415,7 +451,9 @@ impl Trainer {
         } else {
             None
         };
-        self.epoch_terms.push(terms);
+        if let Some(t) = terms {
+            self.epoch_terms.push(t);
+        }
         self.step += 1;
         if self.phase == Phase::Averaging {
             self.sync_tensors();
@@ -453,6 +491,18 @@ impl Trainer {
             }
     }
 
+    /// True when this phase's step runs in [`gpu`]'s shaders: the AE-CM (and its pre-training)
+    /// on the wgpu backend, unless `cm_autodiff`.
+    fn gpu_step_on(&self) -> bool {
+        !self.cfg.cm_autodiff
+            && self.device != Device::flex()
+            && gpu::supported(&self.arch)
+            && matches!(
+                self.phase,
+                Phase::Train | Phase::Averaging | Phase::AePretrain
+            )
+    }
+
     /// Tensors of host parameter vectors, in parameter order.
     fn tensors_of(&self, host: &[Vec<f32>]) -> Vec<Tensor<2>> {
         self.arch
@@ -473,6 +523,15 @@ impl Trainer {
 
     /// Brings `params` up to date with the host step's copies.
     fn sync_tensors(&mut self) {
+        if self.gpu_dirty {
+            if let Some(g) = &self.gpu {
+                match g.read_params() {
+                    Ok(h) => self.params = self.tensors_of(&h),
+                    Err(e) => self.gpu_error = Some(e.to_string()),
+                }
+            }
+            self.gpu_dirty = false;
+        }
         if self.host_dirty
             && let Some(h) = &self.host_params
         {
@@ -484,6 +543,11 @@ impl Trainer {
     /// The current parameters as tensors (built from the host step's copies when those are
     /// newer).
     fn current(&self) -> Cow<'_, [Tensor<2>]> {
+        if self.gpu_dirty
+            && let Some(Ok(h)) = self.gpu.as_ref().map(GpuStep::read_params)
+        {
+            return Cow::Owned(self.tensors_of(&h));
+        }
         match &self.host_params {
             Some(h) if self.host_dirty => Cow::Owned(self.tensors_of(h)),
             _ => Cow::Borrowed(&self.params),
@@ -543,9 +607,24 @@ impl Trainer {
         Tensor::<1>::from_data(TensorData::new(terms, [n]), &self.device)
     }
 
-    fn update(&mut self, idx: Tensor<1, Int>, rows: std::ops::Range<usize>) -> Tensor<1> {
+    /// One update; the batch's loss terms as a tensor, or `None` when they stay on the GPU
+    /// ([`GpuStep::take_terms`]).
+    fn update(
+        &mut self,
+        idx: Tensor<1, Int>,
+        rows: std::ops::Range<usize>,
+    ) -> Result<Option<Tensor<1>>> {
+        if self.gpu_step_on() {
+            self.gpu_update(rows)?;
+            return Ok(None);
+        }
+        // the GPU step's parameters, if any, are read back and its state dropped
+        if self.gpu.is_some() {
+            self.sync_tensors();
+            self.gpu = None;
+        }
         if self.host_step_on() {
-            return self.host_update(rows);
+            return Ok(Some(self.host_update(rows)));
         }
         // the tensor paths below change `params`: the host copies are then out of date
         self.sync_tensors();
@@ -578,7 +657,7 @@ impl Trainer {
                 *slot = Some(gr);
             }
             self.adam.step(self.lr, &mut self.params, g);
-            return terms;
+            return Ok(Some(terms));
         }
         let train = self.trainable();
         let leaves: Vec<Tensor<2>> = self
@@ -643,20 +722,68 @@ impl Trainer {
             })
             .collect();
         self.adam.step(self.lr, &mut self.params, g);
-        terms.without_autodiff().detach()
+        Ok(Some(terms.without_autodiff().detach()))
+    }
+
+    /// One step of [`GpuStep`] on the batch `rows` of the permutation, gathered from the host
+    /// copy of the data (the GPU state is set up from the current parameters on first use).
+    fn gpu_update(&mut self, rows: std::ops::Range<usize>) -> Result<()> {
+        let d = self.data.d;
+        let b = rows.len();
+        if self.gpu.is_none() {
+            self.sync_tensors();
+            let host: Vec<Vec<f32>> = self
+                .params
+                .iter()
+                .map(|t| HostMat::from_tensor(t).data)
+                .collect();
+            let n = self.data.n;
+            let b_max = self.cfg.batch.max(self.cfg.pretrain_batch).min(n).max(1);
+            let b_min = self.cfg.batch.min(self.cfg.pretrain_batch).max(1);
+            let slots = n.div_ceil(b_min).clamp(1, 4096);
+            self.gpu = Some(GpuStep::new(&self.arch, &host, b_max, slots, n)?);
+        }
+        let mut xb = Vec::with_capacity(b * d);
+        for &r in &self.perm_host[rows] {
+            let r = r as usize;
+            xb.extend_from_slice(&self.data.x[r * d..(r + 1) * d]);
+        }
+        let loss = if self.phase == Phase::AePretrain {
+            HostLoss::AeMse
+        } else {
+            HostLoss::AeCm
+        };
+        let freeze = self.phase == Phase::AePretrain && self.cfg.freeze_first_kernel;
+        let (lr, eps) = (self.lr, self.adam.eps);
+        if let Some(g) = self.gpu.as_mut() {
+            g.step(&xb, loss, &self.weights, lr, eps, freeze)?;
+            self.gpu_dirty = true;
+        }
+        Ok(())
     }
 
     fn finish_epoch(&mut self, sink: &mut dyn EventSink) -> Result<()> {
         self.sync_tensors();
-        let steps = self.epoch_terms.len();
-        let terms: Vec<f64> = if steps > 0 {
-            let k = self.epoch_terms[0].dims()[0];
+        // the steps' terms: tensors of the tensor and host paths, then the GPU step's
+        let mut rows: Vec<Vec<f32>> = Vec::new();
+        if let Some(first) = self.epoch_terms.first() {
+            let k = first.dims()[0];
             let all = to_f32(Tensor::cat(std::mem::take(&mut self.epoch_terms), 0));
-            (0..k)
-                .map(|j| (0..steps).map(|s| f64::from(all[s * k + j])).sum::<f64>() / steps as f64)
-                .collect()
-        } else {
-            Vec::new()
+            rows.extend(all.chunks_exact(k.max(1)).map(<[f32]>::to_vec));
+        }
+        if let Some(g) = self.gpu.as_mut() {
+            rows.extend(g.take_terms()?);
+        }
+        let terms: Vec<f64> = match rows.first() {
+            Some(first) => (0..first.len())
+                .map(|j| {
+                    rows.iter()
+                        .map(|r| f64::from(r.get(j).copied().unwrap_or(0.0)))
+                        .sum::<f64>()
+                        / rows.len() as f64
+                })
+                .collect(),
+            None => Vec::new(),
         };
         self.perm = None;
         self.epoch_in_phase += 1;
@@ -699,6 +826,10 @@ impl Trainer {
 
     /// Embedding of the whole data set (`N x p`; the input itself for CM), in chunks.
     pub fn embed_all(&self) -> Tensor<2> {
+        if let Some(z) = self.gpu_encode() {
+            let (n, p) = (self.data.n, self.arch.embed);
+            return Tensor::from_data(TensorData::new(z, [n, p]), &self.device);
+        }
         if let Some(hp) = &self.host_params
             && dense::supported(&self.arch)
         {
@@ -717,6 +848,14 @@ impl Trainer {
             .map(|s| net.encode(self.x.clone().narrow(0, s, (n - s).min(8192))))
             .collect();
         Tensor::cat(chunks, 0)
+    }
+
+    /// The embedding of the whole data set by the GPU step's encoder when it holds the
+    /// parameters (`None` without it, or when it fails: the callers then use burn's tensors).
+    fn gpu_encode(&self) -> Option<Vec<f32>> {
+        let g = self.gpu.as_ref()?;
+        let (n, d) = (self.data.n, self.data.d);
+        g.encode(&self.data.x[..n * d], n).ok()
     }
 
     /// Predicted clusters (argmax gamma) of all samples and L_sp = E2 + E3 over the whole data set.
@@ -745,7 +884,9 @@ impl Trainer {
         let (d, c) = (self.data.d, 2 * self.arch.n_deep());
         // AE-CM trained by the host step: the encoder on the host copies of the parameters and
         // of the data
+        // (or on the GPU step's copies when it holds them)
         let host_z = match &self.host_params {
+            _ if self.gpu.is_some() => self.gpu_encode(),
             Some(hp) if self.arch.kind == NetKind::AeCm && dense::supported(&self.arch) => {
                 Some(dense::encode(&self.arch, hp, &self.data.x[..n * d], n))
             }
@@ -813,6 +954,17 @@ impl Trainer {
 
     /// A host copy of every parameter, in parameter order.
     pub fn params_host(&self) -> Vec<HostMat> {
+        if self.gpu_dirty
+            && let Some(Ok(h)) = self.gpu.as_ref().map(GpuStep::read_params)
+        {
+            return self
+                .arch
+                .param_shapes()
+                .into_iter()
+                .zip(h)
+                .map(|([rows, cols], data)| HostMat { rows, cols, data })
+                .collect();
+        }
         match &self.host_params {
             Some(h) if self.host_dirty => self
                 .arch
