@@ -108,7 +108,7 @@ fn gemm_source(tm: u32, tn: u32, registers: bool) -> String {
             .collect();
         return include_str!("wgsl/gemm4.wgsl")
             .replace("{TM}", &tm.to_string())
-            .replace("{AS}", &(256 * tm).to_string())
+            .replace("{AS}", &(16 * (16 * tm + 1)).to_string())
             .replace("{DECL}\n", &decl)
             .replace("{FMA}\n", &fma)
             .replace("{STORE}\n", &store);

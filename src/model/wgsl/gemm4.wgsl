@@ -24,8 +24,12 @@ const TM: u32 = {TM}u;
 const BM: u32 = 16u * TM;
 const BN: u32 = 64u;
 const BK: u32 = 16u;
-var<workgroup> As: array<f32, {AS}>; // [BK][BM]
-var<workgroup> Bs: array<f32, 1024>; // [BK][BN]
+// rows padded by one: the stores of a transposed operand (consecutive threads along k) then fall
+// in different banks
+const SA: u32 = BM + 1u;
+const SB: u32 = BN + 1u;
+var<workgroup> As: array<f32, {AS}>; // [BK][SA]
+var<workgroup> Bs: array<f32, 1040>; // [BK][SB]
 
 fn out1(gi: u32, gj: u32, acc: f32) {
     let idx = u.c_off + gi * u.n + gj;
@@ -101,7 +105,7 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
                     va = a[u.a_off + gi * u.a_rs + gka * u.a_cs];
                 }
             }
-            As[ka * BM + ii] = va;
+            As[ka * SA + ii] = va;
         }
         for (var r = 0u; r < 4u; r++) {
             let el = t + r * 256u;
@@ -120,13 +124,13 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
             if (gj < u.n && gkb < u.k) {
                 vb = b[u.b_off + gkb * u.b_rs + gj * u.b_cs];
             }
-            Bs[kb * BN + jj] = vb;
+            Bs[kb * SB + jj] = vb;
         }
         workgroupBarrier();
         for (var kk = 0u; kk < BK; kk++) {
-            let bb = kk * BN + tx;
+            let bb = kk * SB + tx;
             let br = vec4<f32>(Bs[bb], Bs[bb + 16u], Bs[bb + 32u], Bs[bb + 48u]);
-            let ab = kk * BM + ty;
+            let ab = kk * SA + ty;
 {FMA}
         }
         workgroupBarrier();
