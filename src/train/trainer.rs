@@ -71,6 +71,8 @@ pub struct Trainer {
     gpu_dirty: bool,
     /// A failure reading the GPU step's parameters back, raised by the next [`Self::step`].
     gpu_error: Option<String>,
+    /// Why the GPU step could not be set up (then burn's autodiff trains on wgpu).
+    gpu_unavailable: Option<String>,
     adam: Adam,
     rng: SeededRng,
     weights: LossWeights,
@@ -179,6 +181,7 @@ impl Trainer {
             gpu: None,
             gpu_dirty: false,
             gpu_error: None,
+            gpu_unavailable: None,
             adam: Adam::new(n_params, eps).with_host_update(host_adam),
             rng: rng(seed, 2),
             weights,
@@ -496,6 +499,7 @@ impl Trainer {
     fn gpu_step_on(&self) -> bool {
         !self.cfg.cm_autodiff
             && self.device != Device::flex()
+            && self.gpu_unavailable.is_none()
             && gpu::supported(&self.arch)
             && matches!(
                 self.phase,
@@ -615,8 +619,19 @@ impl Trainer {
         rows: std::ops::Range<usize>,
     ) -> Result<Option<Tensor<1>>> {
         if self.gpu_step_on() {
-            self.gpu_update(rows)?;
-            return Ok(None);
+            match self.gpu_update(rows.clone()) {
+                Ok(()) => return Ok(None),
+                // no GPU step could be set up (a driver that rejects a shader, say): burn's
+                // autodiff trains instead, and the device's description says so
+                Err(e) if self.gpu.is_none() => {
+                    self.device_name = format!(
+                        "{} (own GPU step unavailable, burn autodiff instead: {e})",
+                        self.device_name
+                    );
+                    self.gpu_unavailable = Some(e.to_string());
+                }
+                Err(e) => return Err(e),
+            }
         }
         // the GPU step's parameters, if any, are read back and its state dropped
         if self.gpu.is_some() {
