@@ -31,6 +31,10 @@ const MAX_K: usize = 256;
 const SLOT: usize = 8;
 /// Rows per chunk of [`GpuStep::encode`].
 const EVAL_CHUNK: usize = 4096;
+/// Steps submitted and not yet finished before [`GpuStep::step`] waits for the oldest: the CPU
+/// prepares the next steps while the GPU runs, but never runs far ahead (each queued step holds
+/// its batch in a staging buffer, and a stop would wait for all of them).
+const MAX_IN_FLIGHT: usize = 3;
 
 /// True when [`GpuStep`] implements `arch` (as [`super::dense::supported`], K at most 256).
 pub fn supported(arch: &Arch) -> bool {
@@ -246,6 +250,8 @@ pub struct GpuStep {
     /// Adam's update count.
     t: i32,
     profile: Option<Profile>,
+    /// Submissions of steps not known to have finished, oldest first.
+    in_flight: std::collections::VecDeque<wgpu::SubmissionIndex>,
     /// Steps recorded in the terms buffer since the last read, with their term counts.
     slots: Vec<usize>,
     /// Terms already read back (the buffer filled up within an epoch).
@@ -468,6 +474,7 @@ impl GpuStep {
             plans: HashMap::new(),
             t: 0,
             profile,
+            in_flight: std::collections::VecDeque::new(),
             slots: Vec::new(),
             pending: Vec::new(),
         })
@@ -858,8 +865,19 @@ impl GpuStep {
                 }
             }
         }
-        self.queue.submit([enc.finish()]);
+        let idx = self.queue.submit([enc.finish()]);
         self.slots.push(n_terms);
+        self.in_flight.push_back(idx);
+        if self.in_flight.len() > MAX_IN_FLIGHT
+            && let Some(old) = self.in_flight.pop_front()
+        {
+            self.device
+                .poll(wgpu::PollType::Wait {
+                    submission_index: Some(old),
+                    timeout: None,
+                })
+                .map_err(backend)?;
+        }
         if let Some(pr) = &self.profile {
             let ticks = self.read_u64(&pr.resolve, 2 * n_passes)?;
             let labels: Vec<String> = plan.passes.iter().map(|p| p.label.clone()).collect();
