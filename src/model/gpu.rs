@@ -516,6 +516,13 @@ impl GpuStep {
         }
     }
 
+    /// Records one dispatch into a compute pass.
+    fn record(&self, pass: &mut wgpu::ComputePass<'_>, ps: &Pass) {
+        pass.set_pipeline(self.pipeline(ps.kern));
+        pass.set_bind_group(0, &ps.bg, &[]);
+        pass.dispatch_workgroups(ps.groups[0], ps.groups[1], ps.groups[2]);
+    }
+
     fn bind(&self, kern: Kern, bufs: &[&wgpu::Buffer]) -> wgpu::BindGroup {
         let pipe = self.pipeline(kern);
         let entries: Vec<wgpu::BindGroupEntry<'_>> = bufs
@@ -847,9 +854,7 @@ impl GpuStep {
                             end_of_pass_write_index: Some(2 * i as u32 + 1),
                         }),
                     });
-                    pass.set_pipeline(self.pipeline(ps.kern));
-                    pass.set_bind_group(0, &ps.bg, &[]);
-                    pass.dispatch_workgroups(ps.groups[0], ps.groups[1], ps.groups[2]);
+                    self.record(&mut pass, ps);
                 }
                 enc.resolve_query_set(&pr.queries, 0..2 * n_passes as u32, &pr.resolve, 0);
             }
@@ -859,9 +864,7 @@ impl GpuStep {
                     timestamp_writes: None,
                 });
                 for ps in &plan.passes {
-                    pass.set_pipeline(self.pipeline(ps.kern));
-                    pass.set_bind_group(0, &ps.bg, &[]);
-                    pass.dispatch_workgroups(ps.groups[0], ps.groups[1], ps.groups[2]);
+                    self.record(&mut pass, ps);
                 }
             }
         }
@@ -1049,9 +1052,7 @@ impl GpuStep {
                     timestamp_writes: None,
                 });
                 for ps in &passes {
-                    pass.set_pipeline(self.pipeline(ps.kern));
-                    pass.set_bind_group(0, &ps.bg, &[]);
-                    pass.dispatch_workgroups(ps.groups[0], ps.groups[1], ps.groups[2]);
+                    self.record(&mut pass, ps);
                 }
             }
             self.queue.submit([enc.finish()]);
