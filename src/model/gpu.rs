@@ -1081,11 +1081,11 @@ mod tests {
     use crate::util::{SeededRng, rng};
     use rand::RngExt;
 
-    fn arch() -> Arch {
+    fn arch(hidden: &[usize]) -> Arch {
         Arch {
             kind: NetKind::AeCm,
             input: 70,
-            hidden: vec![66, 20],
+            hidden: hidden.to_vec(),
             embed: 5,
             k: 4,
             quadratic: false,
@@ -1097,8 +1097,8 @@ mod tests {
     }
 
     /// `steps` GPU steps against the host step and host Adam; batches of `bs[i]` rows.
-    fn compare(loss: HostLoss, alpha: Vec<f64>, freeze: bool, bs: &[usize]) {
-        let a = arch();
+    fn compare(loss: HostLoss, alpha: Vec<f64>, freeze: bool, bs: &[usize], hidden: &[usize]) {
+        let a = arch(hidden);
         let mut r = rng(7, 0);
         let mut host: Vec<Vec<f32>> = a
             .param_shapes()
@@ -1168,12 +1168,15 @@ mod tests {
             vec![1.0, 1.5, 2.0, 4.0],
             false,
             &[64, 37, 64],
+            &[66, 20],
         );
+        // the UCI network: no hidden layer (d -> 2K -> d)
+        compare(HostLoss::AeCm, vec![1.5], false, &[70, 70], &[]);
     }
 
     #[test]
     fn pretraining_and_a_scalar_alpha_and_a_frozen_kernel_match_the_host_step() {
-        compare(HostLoss::AeMse, vec![2.0], true, &[70, 5, 70]);
-        compare(HostLoss::AeCm, vec![2.0], false, &[9, 70, 1]);
+        compare(HostLoss::AeMse, vec![2.0], true, &[70, 5, 70], &[66, 20]);
+        compare(HostLoss::AeCm, vec![2.0], false, &[9, 70, 1], &[66, 20]);
     }
 }
