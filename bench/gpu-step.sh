@@ -5,7 +5,8 @@
 # 2. the GPU time of every dispatch of the aecm-mnist step (AECM_GPU_PROFILE=1: each dispatch
 #    timed with timestamp queries, steps serialised; the table goes to the log);
 #    `aecm bench --device wgpu` on the AE-CM step cases with each product tile choice
-#    (AECM_GPU_TILES unset = the vec4 kernels chosen per shape; a22 = the first, array kernel);
+#    (AECM_GPU_TILES unset = the vec4 kernels chosen per shape; a22 = the first, array kernel),
+#    and with AECM_GPU_SPLITK=auto (profile and bench);
 # 3. one warm AE-CM epoch on all 70,000 MNIST images with its evaluation (`--data-dir`);
 # 4. PyTorch's reference step on CUDA, same card (`bench/reference.py --device cuda --epoch`);
 # 5. AE-CM from random init with the paper's settings (150 epochs) on MNIST, seeds 0..RUNS-1
@@ -55,6 +56,10 @@ for t in auto a22; do
   AECM_GPU_TILES=$t run 40 "$BIN" bench --device wgpu --cases aecm-mnist,aecm-pendigits --reps 5 \
     --json "$OUT/bench-$t.json"
 done
+# split k for the products of few workgroups and deep k (off by default until measured)
+AECM_GPU_SPLITK=auto AECM_GPU_PROFILE=1 run 40 "$BIN" bench --device wgpu --cases aecm-mnist --reps 1
+AECM_GPU_SPLITK=auto run 40 "$BIN" bench --device wgpu --cases aecm-mnist,aecm-pendigits --reps 5 \
+  --json "$OUT/bench-splitk.json"
 run 90 "$BIN" bench --device wgpu --cases aecm-mnist --data-dir "$DATA" --reps 3 --json "$OUT/bench-real.json"
 if python3 -c "import torch, sys; sys.exit(not torch.cuda.is_available())" 2>/dev/null; then
   run 60 python3 bench/reference.py --device cuda --reps 5 --epoch >"$OUT/torch-cuda.json"

@@ -93,6 +93,41 @@ fn tile_for(m: usize, n: usize) -> usize {
     }
 }
 
+/// How many parts of k a product with `wgs` workgroups and depth `k` is split into
+/// (`AECM_GPU_SPLITK`: unset or `off`: never; `auto`: products of fewer than 132 workgroups and
+/// k of at least 512, into up to 8 parts of at least 256; a number N: every product with k of at
+/// least 32, into N parts, for the tests). Not measured on a GPU yet, hence off by default.
+fn split_parts(mode: Split, wgs: usize, k: usize) -> usize {
+    match mode {
+        Split::Off => 1,
+        Split::Auto if wgs < 132 && k >= 512 => 264usize.div_ceil(wgs).min(8).min(k / 256),
+        Split::Auto => 1,
+        Split::Fixed(n) if k >= 32 => n.min(k.div_ceil(16)),
+        Split::Fixed(_) => 1,
+    }
+}
+
+/// The split-k setting of `AECM_GPU_SPLITK`.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Split {
+    Off,
+    Auto,
+    Fixed(usize),
+}
+
+impl Split {
+    fn from_env() -> Self {
+        match std::env::var("AECM_GPU_SPLITK").as_deref().map(str::trim) {
+            Ok("auto") => Self::Auto,
+            Ok(v) => match v.parse::<usize>() {
+                Ok(n) if n > 1 => Self::Fixed(n.min(64)),
+                _ => Self::Off,
+            },
+            Err(_) => Self::Off,
+        }
+    }
+}
+
 /// The product's shader for one variant.
 fn gemm_source(tm: u32, tn: u32, registers: bool) -> String {
     if registers {
@@ -108,7 +143,12 @@ fn gemm_source(tm: u32, tn: u32, registers: bool) -> String {
             })
             .collect();
         let store: String = (0..tm)
-            .map(|i| format!("    out4(row0 + ty + {}u, col0 + tx, acc{i});\n", 16 * i))
+            .map(|i| {
+                format!(
+                    "    out4(row0 + ty + {}u, col0 + tx, acc{i}, wid.z);\n",
+                    16 * i
+                )
+            })
             .collect();
         return include_str!("wgsl/gemm4.wgsl")
             .replace("{TM}", &tm.to_string())
@@ -133,6 +173,8 @@ enum Kern {
     Rec,
     Cm,
     Adam,
+    /// The sum of a split-k product's parts.
+    SplitK,
 }
 
 /// One recorded dispatch: kernel, bindings, workgroups, and a name for the profile.
@@ -222,6 +264,10 @@ pub struct GpuStep {
     rec: wgpu::ComputePipeline,
     cm: wgpu::ComputePipeline,
     adam: wgpu::ComputePipeline,
+    splitk: wgpu::ComputePipeline,
+    split: Split,
+    /// The parts of split-k products (a placeholder when splitting is off).
+    parts: wgpu::Buffer,
     arch: Arch,
     /// Offset of every parameter in the flat buffers, and the total.
     offs: Vec<usize>,
@@ -362,6 +408,9 @@ impl GpuStep {
                 steps: 0,
             }
         });
+        // a shader the driver or naga rejects is an error here (the trainer then falls back to
+        // burn), not a panic in wgpu's default error handler
+        let scope = device.push_error_scope(wgpu::ErrorFilter::Validation);
         let pipe = |src: &str, label: &str| {
             let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
                 label: Some(label),
@@ -383,6 +432,10 @@ impl GpuStep {
         let rec = pipe(include_str!("wgsl/rec.wgsl"), "rec");
         let cm = pipe(include_str!("wgsl/cm.wgsl"), "cm");
         let adam = pipe(include_str!("wgsl/adam.wgsl"), "adam");
+        let splitk = pipe(include_str!("wgsl/splitk.wgsl"), "splitk");
+        if let Some(e) = futures_lite::future::block_on(scope.pop()) {
+            return Err(backend(e));
+        }
 
         let mut offs = Vec::with_capacity(params.len());
         let mut n_params = 0;
@@ -438,6 +491,17 @@ impl GpuStep {
             buf("eval-h1", ev_rows * ev_wide),
         ];
         let ev_z = buf("eval-z", n_eval * arch.embed);
+        let split = Split::from_env();
+        let parts = if split == Split::Off {
+            buf("split-parts", 4)
+        } else {
+            let rows = b_max.max(ev_rows).max(widest) + 1;
+            let max_parts = match split {
+                Split::Fixed(n) => n,
+                _ => 8,
+            };
+            buf("split-parts", rows * (widest + 1) * max_parts)
+        };
         let step_u = device.create_buffer(&wgpu::BufferDescriptor {
             label: Some("step"),
             size: std::mem::size_of::<StepU>() as u64,
@@ -452,6 +516,9 @@ impl GpuStep {
             rec,
             cm,
             adam,
+            splitk,
+            split,
+            parts,
             arch: arch.clone(),
             offs,
             n_params,
@@ -513,6 +580,7 @@ impl GpuStep {
             Kern::Rec => &self.rec,
             Kern::Cm => &self.cm,
             Kern::Adam => &self.adam,
+            Kern::SplitK => &self.splitk,
         }
     }
 
@@ -540,8 +608,8 @@ impl GpuStep {
         })
     }
 
-    /// `C (m x n at c_off of c) = alpha A B` with an epilogue, as one recorded dispatch (`m`
-    /// counts the row of ones of `a.ones`).
+    /// `C (m x n at c_off of c) = alpha A B` with an epilogue, as one recorded dispatch, or two
+    /// when k is split (`m` counts the row of ones of `a.ones`).
     #[allow(clippy::too_many_arguments)]
     fn gemm_pass(
         &self,
@@ -554,7 +622,7 @@ impl GpuStep {
         c_off: usize,
         alpha: f32,
         epi: Epi<'_>,
-    ) -> Pass {
+    ) -> Vec<Pass> {
         let (flags, e, e_off) = match epi {
             Epi::None => (0u32, &self.dummy, 0),
             Epi::Bias(buf, off, leaky) => (2 | if leaky { 4 } else { 0 }, buf, off),
@@ -563,7 +631,17 @@ impl GpuStep {
         };
         let flags = flags | if a.ones { 32 } else { 0 };
         let w = |v: usize| v as u32;
-        let words = [
+        let v = tile_for(m, n);
+        let (tm, tn, reg) = (TILES[v].0 as usize, TILES[v].1 as usize, TILES[v].2);
+        let groups = [w(n.div_ceil(16 * tn)), w(m.div_ceil(16 * tm)), 1];
+        let parts = if reg {
+            split_parts(self.split, (groups[0] * groups[1]) as usize, k)
+        } else {
+            1
+        };
+        let kc = k.div_ceil(parts).div_ceil(16) * 16;
+        let parts = k.div_ceil(kc.max(1)).max(1);
+        let mut words = [
             w(m),
             w(n),
             w(k),
@@ -578,22 +656,50 @@ impl GpuStep {
             w(e_off),
             alpha.to_bits(),
             SLOPE.to_bits(),
-            0,
+            w(kc),
             0,
         ];
-        let ub = self.uniform(&words);
-        let v = tile_for(m, n);
-        let (tm, tn, reg) = (TILES[v].0 as usize, TILES[v].1 as usize, TILES[v].2);
-        let bg = self.bind(Kern::Gemm(v), &[&ub, a.buf, b.buf, c, e]);
-        Pass {
+        let label = format!(
+            "product {m}x{n}x{k} ({}{tm}{tn})",
+            if reg { "" } else { "a" }
+        );
+        if parts == 1 {
+            let ub = self.uniform(&words);
+            let bg = self.bind(Kern::Gemm(v), &[&ub, a.buf, b.buf, c, e]);
+            return vec![Pass {
+                kern: Kern::Gemm(v),
+                bg,
+                groups,
+                label,
+            }];
+        }
+        // split k: the parts into `parts`, then their sum with the epilogue into C
+        let (c_off_word, flags_word, kc_word) = (9, 10, 14);
+        let mut pw = words;
+        pw[c_off_word] = 0;
+        pw[flags_word] = (flags & 32) | 64;
+        let ub = self.uniform(&pw);
+        let bg = self.bind(
+            Kern::Gemm(v),
+            &[&ub, a.buf, b.buf, &self.parts, &self.dummy],
+        );
+        let first = Pass {
             kern: Kern::Gemm(v),
             bg,
-            groups: [w(n.div_ceil(16 * tn)), w(m.div_ceil(16 * tm)), 1],
-            label: format!(
-                "product {m}x{n}x{k} ({}{tm}{tn})",
-                if reg { "" } else { "a" }
-            ),
-        }
+            groups: [groups[0], groups[1], w(parts)],
+            label: format!("{label} split {parts}"),
+        };
+        words[kc_word] = w(parts);
+        let ub = self.uniform(&words);
+        let bg = self.bind(Kern::SplitK, &[&ub, &self.parts, c, e]);
+        let cells = (m * n).div_ceil(256);
+        let second = Pass {
+            kern: Kern::SplitK,
+            bg,
+            groups: [w(cells.min(65535)), w(cells.div_ceil(65535)), 1],
+            label: format!("{label} split sum"),
+        };
+        vec![first, second]
     }
 
     /// The dispatches of a step on `b` rows (AE-CM loss when `cm`, else the deep MSE).
@@ -607,7 +713,7 @@ impl GpuStep {
         // forward
         for (l, &(fin, fout)) in layers[..n_deep].iter().enumerate() {
             let leaky = l + 1 != n_enc && l + 1 != n_deep;
-            passes.push(self.gemm_pass(
+            passes.extend(self.gemm_pass(
                 b,
                 fout,
                 fin,
@@ -679,7 +785,7 @@ impl GpuStep {
         });
         if cm {
             // [dW_enc; db_enc] = [Z 1]^T dlogits
-            passes.push(self.gemm_pass(
+            passes.extend(self.gemm_pass(
                 p + 1,
                 k,
                 b,
@@ -691,7 +797,7 @@ impl GpuStep {
                 Epi::None,
             ));
             // [dW_dec; db_dec] = -2 [G 1]^T R + [dU; colsum(dU)]
-            passes.push(self.gemm_pass(
+            passes.extend(self.gemm_pass(
                 k + 1,
                 p,
                 b,
@@ -708,7 +814,7 @@ impl GpuStep {
         for l in (0..n_deep).rev() {
             let (fin, fout) = layers[l];
             // [dW; db] = [input 1]^T delta (the bias follows the kernel in the buffers)
-            passes.push(self.gemm_pass(
+            passes.extend(self.gemm_pass(
                 fin + 1,
                 fout,
                 b,
@@ -726,7 +832,7 @@ impl GpuStep {
                 } else {
                     Epi::Mask(&self.acts[l], 0)
                 };
-                passes.push(self.gemm_pass(
+                passes.extend(self.gemm_pass(
                     b,
                     fin,
                     fout,
@@ -1031,7 +1137,7 @@ impl GpuStep {
                 } else {
                     (&self.ev_hid[l % 2], 0)
                 };
-                passes.push(self.gemm_pass(
+                passes.extend(self.gemm_pass(
                     m,
                     fout,
                     fin,

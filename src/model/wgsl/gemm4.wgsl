@@ -3,6 +3,9 @@
 // express transposes); with flag 32, A's last row is ones (a weight gradient and, in its last
 // row, the bias gradient, which follows the kernel in the parameter buffer).
 //
+// Split k (flag 64): workgroup z multiplies k in [z kc, (z + 1) kc) and writes its raw sums to
+// c[c_off + z m n + i n + j]; splitk.wgsl then adds the parts and applies alpha and the epilogue.
+//
 // Tiles of (16 TM) x 64 outputs, 16 deep; 256 threads (16 x 16), each TM rows x 4 columns held
 // in vec4 registers acc0..acc{TM-1}: no array in function memory (naga lowers a dynamically
 // indexed local array to memory the GPU reaches through its caches, which made the first
@@ -12,7 +15,7 @@ struct Mm {
     m: u32, n: u32, k: u32, a_off: u32,
     a_rs: u32, a_cs: u32, b_off: u32, b_rs: u32,
     b_cs: u32, c_off: u32, flags: u32, e_off: u32,
-    alpha: f32, slope: f32, pad0: u32, pad1: u32,
+    alpha: f32, slope: f32, kc: u32, pad1: u32,
 }
 @group(0) @binding(0) var<uniform> u: Mm;
 @group(0) @binding(1) var<storage, read> a: array<f32>;
@@ -31,7 +34,11 @@ const SB: u32 = BN + 1u;
 var<workgroup> As: array<f32, {AS}>; // [BK][SA]
 var<workgroup> Bs: array<f32, 1040>; // [BK][SB]
 
-fn out1(gi: u32, gj: u32, acc: f32) {
+fn out1(gi: u32, gj: u32, acc: f32, z: u32) {
+    if ((u.flags & 64u) != 0u) {
+        c[u.c_off + z * u.m * u.n + gi * u.n + gj] = acc;
+        return;
+    }
     let idx = u.c_off + gi * u.n + gj;
     let eidx = u.e_off + gi * u.n + gj;
     var v = u.alpha * acc;
@@ -54,21 +61,21 @@ fn out1(gi: u32, gj: u32, acc: f32) {
 }
 
 // one row of a thread's outputs: columns gj0, gj0 + 16, gj0 + 32, gj0 + 48
-fn out4(gi: u32, gj0: u32, v: vec4<f32>) {
+fn out4(gi: u32, gj0: u32, v: vec4<f32>, z: u32) {
     if (gi >= u.m) {
         return;
     }
     if (gj0 < u.n) {
-        out1(gi, gj0, v.x);
+        out1(gi, gj0, v.x, z);
     }
     if (gj0 + 16u < u.n) {
-        out1(gi, gj0 + 16u, v.y);
+        out1(gi, gj0 + 16u, v.y, z);
     }
     if (gj0 + 32u < u.n) {
-        out1(gi, gj0 + 32u, v.z);
+        out1(gi, gj0 + 32u, v.z, z);
     }
     if (gj0 + 48u < u.n) {
-        out1(gi, gj0 + 48u, v.w);
+        out1(gi, gj0 + 48u, v.w, z);
     }
 }
 
@@ -80,9 +87,11 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
     let row0 = wid.y * BM;
     let col0 = wid.x * BN;
 {DECL}
-    let ktiles = (u.k + BK - 1u) / BK;
+    let kbeg = wid.z * u.kc;
+    let kend = min(u.k, kbeg + u.kc);
+    let ktiles = (kend - min(kbeg, kend) + BK - 1u) / BK;
     for (var kt = 0u; kt < ktiles; kt++) {
-        let k0 = kt * BK;
+        let k0 = kbeg + kt * BK;
         // consecutive threads read consecutive addresses of whichever stride is 1
         for (var r = 0u; r < TM; r++) {
             let el = t + r * 256u;
@@ -98,7 +107,7 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
             let gi = row0 + ii;
             let gka = k0 + ka;
             var va = 0.0;
-            if (gi < u.m && gka < u.k) {
+            if (gi < u.m && gka < kend) {
                 if ((u.flags & 32u) != 0u && gi == u.m - 1u) {
                     va = 1.0;
                 } else {
@@ -121,7 +130,7 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
             let gj = col0 + jj;
             let gkb = k0 + kb;
             var vb = 0.0;
-            if (gj < u.n && gkb < u.k) {
+            if (gj < u.n && gkb < kend) {
                 vb = b[u.b_off + gkb * u.b_rs + gj * u.b_cs];
             }
             Bs[kb * SB + jj] = vb;
