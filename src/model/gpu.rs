@@ -408,8 +408,9 @@ impl GpuStep {
                 steps: 0,
             }
         });
-        // a shader the driver or naga rejects is an error here (the trainer then falls back to
-        // burn), not a panic in wgpu's default error handler
+        // a shader the driver or naga rejects, or a buffer over the device's limits, is an error
+        // here (the trainer then falls back to burn), not a panic in wgpu's default handler
+        let oom = device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
         let scope = device.push_error_scope(wgpu::ErrorFilter::Validation);
         let pipe = |src: &str, label: &str| {
             let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
@@ -433,9 +434,6 @@ impl GpuStep {
         let cm = pipe(include_str!("wgsl/cm.wgsl"), "cm");
         let adam = pipe(include_str!("wgsl/adam.wgsl"), "adam");
         let splitk = pipe(include_str!("wgsl/splitk.wgsl"), "splitk");
-        if let Some(e) = futures_lite::future::block_on(scope.pop()) {
-            return Err(backend(e));
-        }
 
         let mut offs = Vec::with_capacity(params.len());
         let mut n_params = 0;
@@ -508,6 +506,11 @@ impl GpuStep {
             usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
             mapped_at_creation: false,
         });
+        for s in [scope, oom] {
+            if let Some(e) = futures_lite::future::block_on(s.pop()) {
+                return Err(backend(e));
+            }
+        }
         Ok(Self {
             device,
             queue,
@@ -1264,6 +1267,23 @@ mod tests {
                 "z[{i}]: gpu {g} vs host {h}"
             );
         }
+    }
+
+    #[test]
+    fn buffers_over_the_device_limits_are_an_error_not_a_panic() {
+        let a = arch(&[66, 20]);
+        let host: Vec<Vec<f32>> = a
+            .param_shapes()
+            .iter()
+            .map(|s| vec![0.1; s[0] * s[1]])
+            .collect();
+        // batches of 2^33 rows of 70 floats: far over any device's largest buffer
+        let r = GpuStep::new(&a, &host, 1 << 33, 2, 10);
+        assert!(
+            matches!(&r, Err(AecmError::Backend(m)) if m.starts_with("wgpu")),
+            "{:?}",
+            r.err()
+        );
     }
 
     #[test]
