@@ -23,31 +23,10 @@ RUNS=${5:-5}
 mkdir -p "$OUT"
 LOG=$OUT/gpu-step.log
 START=$SECONDS
-left() { echo $((BUDGET - (SECONDS - START))); }
-say() { echo "=== [$((SECONDS - START)) s] $*" | tee -a "$LOG" >&2; }
-run() { # run LIMIT CMD...: at most LIMIT seconds (and never past the budget)
-  local lim=$1
-  shift
-  local l
-  l=$(left)
-  [ "$lim" -gt "$l" ] && lim=$l
-  if [ "$lim" -le 5 ]; then
-    say "skipped (budget spent): $*"
-    return 1
-  fi
-  say "$* (limit ${lim} s)"
-  timeout "$lim" "$@" 2>&1 | tee -a "$LOG"
-  local rc=${PIPESTATUS[0]}
-  say "exit $rc"
-  return "$rc"
-}
+# shellcheck source=bench/gpu-common.sh
+. "$(dirname "$0")/gpu-common.sh"
 nvidia-smi -L 2>&1 | tee -a "$LOG"
-hardware() { "$BIN" devices 2>&1 | tee "$OUT/devices.txt" | tee -a "$LOG"; ! grep -q "^auto: cpu" "$OUT/devices.txt"; }
-if ! hardware; then
-  export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
-  say "no hardware adapter: again with VK_DRIVER_FILES=$VK_DRIVER_FILES"
-  hardware || { say "no hardware adapter: giving up"; exit 3; }
-fi
+need_hardware
 nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,utilization.gpu,power.draw --format=csv \
   -lms 500 >"$OUT/smi.csv" 2>&1 &
 SMI=$!

@@ -20,39 +20,15 @@ BUDGET=${4:-420}
 mkdir -p "$OUT"
 LOG=$OUT/gpu.log
 START=$SECONDS
-left() { echo $((BUDGET - (SECONDS - START))); }
-say() { echo "=== [$((SECONDS - START)) s] $*" | tee -a "$LOG" >&2; }
-run() { # run LIMIT CMD...: at most LIMIT seconds (and never past the budget)
-  local lim=$1
-  shift
-  local l
-  l=$(left)
-  [ "$lim" -gt "$l" ] && lim=$l
-  if [ "$lim" -le 5 ]; then
-    say "skipped (budget spent): $*"
-    return 1
-  fi
-  say "$* (limit ${lim} s)"
-  timeout "$lim" "$@" 2>&1 | tee -a "$LOG"
-  local rc=${PIPESTATUS[0]}
-  say "exit $rc"
-  return "$rc"
-}
+# shellcheck source=bench/gpu-common.sh
+. "$(dirname "$0")/gpu-common.sh"
 
 nvidia-smi -L 2>&1 | tee -a "$LOG"
 # where the Vulkan loader and the drivers' manifests are (for when no adapter shows up)
 { ldconfig -p | grep -i vulkan; ls /usr/share/vulkan/icd.d /etc/vulkan/icd.d \
   /usr/local/nvidia/share/vulkan/icd.d 2>&1; } | tee -a "$LOG"
-hardware() { "$BIN" devices 2>&1 | tee "$OUT/devices.txt" | tee -a "$LOG"; ! grep -q "^auto: cpu" "$OUT/devices.txt"; }
 say "aecm devices"
-if ! hardware; then
-  export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
-  say "no hardware adapter: again with VK_DRIVER_FILES=$VK_DRIVER_FILES"
-  if ! hardware; then
-    say "no hardware adapter: giving up"
-    exit 3
-  fi
-fi
+need_hardware
 run 170 "$BIN" bench --device wgpu --data-dir "$DATA" --reps 5 --json "$OUT/bench-wgpu.json"
 if python3 -c "import torch, sys; sys.exit(not torch.cuda.is_available())" 2>/dev/null; then
   run 90 python3 bench/reference.py --device cuda --reps 5 --epoch >"$OUT/torch-cuda.json"

@@ -128,6 +128,11 @@ impl Split {
     }
 }
 
+/// The products' uniform and epilogue, put in front of each product's shader.
+const MM_WGSL: &str = include_str!("wgsl/mm.wgsl");
+/// The per-step uniform, put in front of the reconstruction, CM and Adam shaders.
+const STEP_WGSL: &str = include_str!("wgsl/step.wgsl");
+
 /// The product's shader for one variant.
 fn gemm_source(tm: u32, tn: u32, registers: bool) -> String {
     if registers {
@@ -150,14 +155,14 @@ fn gemm_source(tm: u32, tn: u32, registers: bool) -> String {
                 )
             })
             .collect();
-        return include_str!("wgsl/gemm4.wgsl")
+        return (MM_WGSL.to_owned() + include_str!("wgsl/gemm4.wgsl"))
             .replace("{TM}", &tm.to_string())
             .replace("{AS}", &(16 * (16 * tm + 1)).to_string())
             .replace("{DECL}\n", &decl)
             .replace("{FMA}\n", &fma)
             .replace("{STORE}\n", &store);
     }
-    include_str!("wgsl/gemm.wgsl")
+    (MM_WGSL.to_owned() + include_str!("wgsl/gemm.wgsl"))
         .replace("{TM}", &tm.to_string())
         .replace("{TN}", &tn.to_string())
         .replace("{AS}", &(256 * tm).to_string())
@@ -430,10 +435,19 @@ impl GpuStep {
             .iter()
             .map(|&(tm, tn, reg)| pipe(&gemm_source(tm, tn, reg), "gemm"))
             .collect();
-        let rec = pipe(include_str!("wgsl/rec.wgsl"), "rec");
-        let cm = pipe(include_str!("wgsl/cm.wgsl"), "cm");
-        let adam = pipe(include_str!("wgsl/adam.wgsl"), "adam");
-        let splitk = pipe(include_str!("wgsl/splitk.wgsl"), "splitk");
+        let rec = pipe(
+            &(STEP_WGSL.to_owned() + include_str!("wgsl/rec.wgsl")),
+            "rec",
+        );
+        let cm = pipe(&(STEP_WGSL.to_owned() + include_str!("wgsl/cm.wgsl")), "cm");
+        let adam = pipe(
+            &(STEP_WGSL.to_owned() + include_str!("wgsl/adam.wgsl")),
+            "adam",
+        );
+        let splitk = pipe(
+            &(MM_WGSL.to_owned() + include_str!("wgsl/splitk.wgsl")),
+            "splitk",
+        );
 
         let mut offs = Vec::with_capacity(params.len());
         let mut n_params = 0;

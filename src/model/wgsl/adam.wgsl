@@ -1,11 +1,5 @@
 // Adam (TensorFlow's epsilon placement, as model/adam.rs) over p[adam_lo..adam_hi].
-struct Step {
-    two_scale: f32, terms0: f32, lambda: f32, lr_t: f32,
-    b1: f32, b2: f32, c1: f32, c2: f32,
-    eps: f32, slot: u32, nw: u32, adam_lo: u32,
-    adam_hi: u32, has_cm: u32, pad0: u32, pad1: u32,
-    wv: array<vec4<f32>, 64>,
-}
+// (struct Step: step.wgsl)
 @group(0) @binding(0) var<uniform> st: Step;
 @group(0) @binding(1) var<storage, read> g: array<f32>;
 @group(0) @binding(2) var<storage, read_write> p: array<f32>;

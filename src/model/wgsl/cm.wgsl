@@ -11,13 +11,7 @@ struct Cm {
     r_off: u32, dl_off: u32, u_off: u32, s_off: u32,
     part_off: u32, nparts: u32, terms_off: u32, du_off: u32,
 }
-struct Step {
-    two_scale: f32, terms0: f32, lambda: f32, lr_t: f32,
-    b1: f32, b2: f32, c1: f32, c2: f32,
-    eps: f32, slot: u32, nw: u32, adam_lo: u32,
-    adam_hi: u32, has_cm: u32, pad0: u32, pad1: u32,
-    wv: array<vec4<f32>, 64>,
-}
+// (struct Step: step.wgsl)
 @group(0) @binding(0) var<uniform> u: Cm;
 @group(0) @binding(1) var<uniform> st: Step;
 @group(0) @binding(2) var<storage, read> prm: array<f32>;

@@ -3,12 +3,7 @@
 // express transposes); with flag 32, A's last row is ones (a weight gradient and, in its last
 // row, the bias gradient, which follows the kernel in the parameter buffer). Tiles of BM x BN outputs, 16 deep, 256 threads (16 x 16) of TM x TN
 // outputs each; model/gpu.rs writes TM and TN in before compiling (tile variants).
-struct Mm {
-    m: u32, n: u32, k: u32, a_off: u32,
-    a_rs: u32, a_cs: u32, b_off: u32, b_rs: u32,
-    b_cs: u32, c_off: u32, flags: u32, e_off: u32,
-    alpha: f32, slope: f32, pad0: u32, pad1: u32,
-}
+// (struct Mm and fn epilogue: mm.wgsl)
 @group(0) @binding(0) var<uniform> u: Mm;
 @group(0) @binding(1) var<storage, read> a: array<f32>;
 @group(0) @binding(2) var<storage, read> b: array<f32>;
@@ -103,25 +98,7 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
         for (var j = 0u; j < TN; j++) {
             let gj = col0 + tx + 16u * j;
             if (gi < u.m && gj < u.n) {
-                let idx = u.c_off + gi * u.n + gj;
-                let eidx = u.e_off + gi * u.n + gj;
-                var v = u.alpha * acc[i * TN + j];
-                if ((u.flags & 1u) != 0u) {
-                    v += c[idx];
-                }
-                if ((u.flags & 2u) != 0u) {
-                    v += e[u.e_off + gj];
-                }
-                if ((u.flags & 4u) != 0u && v < 0.0) {
-                    v *= u.slope;
-                }
-                if ((u.flags & 8u) != 0u && e[eidx] < 0.0) {
-                    v *= u.slope;
-                }
-                if ((u.flags & 16u) != 0u) {
-                    v += e[eidx];
-                }
-                c[idx] = v;
+                epilogue(gi, gj, acc[i * TN + j]);
             }
         }
     }

@@ -11,12 +11,7 @@
 // indexed local array to memory the GPU reaches through its caches, which made the first
 // version of this kernel, gemm.wgsl, spend ~10 us per 16-deep step on an H200). model/gpu.rs
 // writes TM and the per-row lines ({DECL}, {FMA}, {STORE}) in before compiling.
-struct Mm {
-    m: u32, n: u32, k: u32, a_off: u32,
-    a_rs: u32, a_cs: u32, b_off: u32, b_rs: u32,
-    b_cs: u32, c_off: u32, flags: u32, e_off: u32,
-    alpha: f32, slope: f32, kc: u32, pad1: u32,
-}
+// (struct Mm and fn epilogue: mm.wgsl)
 @group(0) @binding(0) var<uniform> u: Mm;
 @group(0) @binding(1) var<storage, read> a: array<f32>;
 @group(0) @binding(2) var<storage, read> b: array<f32>;
@@ -37,27 +32,9 @@ var<workgroup> Bs: array<f32, 1040>; // [BK][SB]
 fn out1(gi: u32, gj: u32, acc: f32, z: u32) {
     if ((u.flags & 64u) != 0u) {
         c[u.c_off + z * u.m * u.n + gi * u.n + gj] = acc;
-        return;
+    } else {
+        epilogue(gi, gj, acc);
     }
-    let idx = u.c_off + gi * u.n + gj;
-    let eidx = u.e_off + gi * u.n + gj;
-    var v = u.alpha * acc;
-    if ((u.flags & 1u) != 0u) {
-        v += c[idx];
-    }
-    if ((u.flags & 2u) != 0u) {
-        v += e[u.e_off + gj];
-    }
-    if ((u.flags & 4u) != 0u && v < 0.0) {
-        v *= u.slope;
-    }
-    if ((u.flags & 8u) != 0u && e[eidx] < 0.0) {
-        v *= u.slope;
-    }
-    if ((u.flags & 16u) != 0u) {
-        v += e[eidx];
-    }
-    c[idx] = v;
 }
 
 // one row of a thread's outputs: columns gj0, gj0 + 16, gj0 + 32, gj0 + 48

@@ -1,13 +1,7 @@
 // delta = two_scale (X_hat - X) over `count` entries; per workgroup of 1024 entries the sum of
 // squares goes to scr[part_off + workgroup].
 struct Rec { count: u32, part_off: u32, pad0: u32, pad1: u32 }
-struct Step {
-    two_scale: f32, terms0: f32, lambda: f32, lr_t: f32,
-    b1: f32, b2: f32, c1: f32, c2: f32,
-    eps: f32, slot: u32, nw: u32, adam_lo: u32,
-    adam_hi: u32, has_cm: u32, pad0: u32, pad1: u32,
-    wv: array<vec4<f32>, 64>,
-}
+// (struct Step: step.wgsl)
 @group(0) @binding(0) var<uniform> u: Rec;
 @group(0) @binding(1) var<uniform> st: Step;
 @group(0) @binding(2) var<storage, read> xh: array<f32>;
