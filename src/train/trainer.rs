@@ -571,18 +571,12 @@ impl Trainer {
             }
             _ => None,
         };
-        let mut xb = Vec::with_capacity(if sparse_b.is_some() { 0 } else { b * d });
-        if sparse_b.is_none() {
-            for &r in idx {
-                let r = r as usize;
-                xb.extend_from_slice(&self.data.x[r * d..(r + 1) * d]);
-            }
-        }
-        let loss = if self.phase == Phase::AePretrain {
-            HostLoss::AeMse
+        let xb = if sparse_b.is_some() {
+            Vec::new()
         } else {
-            HostLoss::AeCm
+            self.gather_rows(idx)
         };
+        let loss = self.host_loss();
         let params = &self.params;
         let hp = self.host_params.get_or_insert_with(|| {
             params
@@ -740,11 +734,29 @@ impl Trainer {
         Ok(Some(terms.without_autodiff().detach()))
     }
 
+    /// The rows `idx` of the data set's host copy, one after another (a batch, `B x d`).
+    fn gather_rows(&self, idx: &[i64]) -> Vec<f32> {
+        let d = self.data.d;
+        let mut xb = Vec::with_capacity(idx.len() * d);
+        for &r in idx {
+            let r = r as usize;
+            xb.extend_from_slice(&self.data.x[r * d..(r + 1) * d]);
+        }
+        xb
+    }
+
+    /// The autoencoder's loss in this phase: the MSE while pre-training, else the AE-CM's.
+    fn host_loss(&self) -> HostLoss {
+        if self.phase == Phase::AePretrain {
+            HostLoss::AeMse
+        } else {
+            HostLoss::AeCm
+        }
+    }
+
     /// One step of [`GpuStep`] on the batch `rows` of the permutation, gathered from the host
     /// copy of the data (the GPU state is set up from the current parameters on first use).
     fn gpu_update(&mut self, rows: std::ops::Range<usize>) -> Result<()> {
-        let d = self.data.d;
-        let b = rows.len();
         if self.gpu.is_none() {
             self.sync_tensors();
             let host: Vec<Vec<f32>> = self
@@ -758,16 +770,8 @@ impl Trainer {
             let slots = n.div_ceil(b_min).clamp(1, 4096);
             self.gpu = Some(GpuStep::new(&self.arch, &host, b_max, slots, n)?);
         }
-        let mut xb = Vec::with_capacity(b * d);
-        for &r in &self.perm_host[rows] {
-            let r = r as usize;
-            xb.extend_from_slice(&self.data.x[r * d..(r + 1) * d]);
-        }
-        let loss = if self.phase == Phase::AePretrain {
-            HostLoss::AeMse
-        } else {
-            HostLoss::AeCm
-        };
+        let xb = self.gather_rows(&self.perm_host[rows]);
+        let loss = self.host_loss();
         let freeze = self.phase == Phase::AePretrain && self.cfg.freeze_first_kernel;
         let (lr, eps) = (self.lr, self.adam.eps);
         if let Some(g) = self.gpu.as_mut() {
