@@ -6,12 +6,18 @@
 //! Why (BENCHMARKS.md, "GPU"): burn's autodiff on wgpu took 96 ms per AE-CM MNIST step on an
 //! H100 (19 ms of kernels in the steady state; its matrix-product kernels ran the step's skinny
 //! `[256, 500] x [500, 2000]` products at ~0.35 TFLOP/s, and each step cost tens of ms of CPU
-//! time in the runtime). Here a step is about 35 dispatches recorded into one compute pass:
+//! time in the runtime). Here a step is about 28 dispatches recorded into one compute pass:
 //! 8 products forward (bias and LeakyReLU in the product's epilogue), the reconstruction's
-//! gradient, the clustering module in one workgroup, 8 x (weight-gradient product, bias column
-//! sums, input-gradient product with the LeakyReLU mask or dZ in its epilogue), and one Adam
+//! gradient, the clustering module in one workgroup and its two gradient products, 8 weight-
+//! gradient products (the bias gradient as their last row: a row of ones after the layer's
+//! input), 7 input-gradient products (the LeakyReLU mask or dZ in their epilogue), and one Adam
 //! pass over all parameters at once (they live in one flat buffer). Nothing is read back per
-//! step: the loss terms of every step stay in a GPU buffer until [`GpuStep::take_terms`].
+//! step: the loss terms of every step stay in a GPU buffer until [`GpuStep::take_terms`]; at
+//! most three steps are queued ahead of the GPU.
+//!
+//! Measured on an NVIDIA H200 with the first product kernel (`gemm.wgsl`): 14.4 ms per AE-CM
+//! MNIST step, latency-bound in the products; `gemm4.wgsl` (registers instead of arrays) and
+//! split k are not measured on a GPU yet (BENCHMARKS.md, "Our own GPU step").
 //!
 //! Shapes: the batch `x` is `b x d` row-major; parameters are flattened in the order of
 //! [`Arch::layers`] (kernels `fan_in x fan_out` row-major, then the bias), as the host step's.
