@@ -43,6 +43,15 @@ fn sync() {
     workgroupBarrier();
 }
 
+// (S U)[kk, c], S and U in the scratch
+fn su(kk: u32, c: u32) -> f32 {
+    var v = 0.0;
+    for (var l = 0u; l < u.k; l++) {
+        v += scr[u.s_off + kk * u.k + l] * scr[u.u_off + l * u.p + c];
+    }
+    return v;
+}
+
 fn wval(rank: u32) -> f32 {
     let i = min(rank, st.nw - 1u);
     return st.wv[i / 4u][i % 4u];
@@ -179,19 +188,13 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>) {
     for (var q = t; q < K * P; q += 256u) {
         let kk = q / P;
         let c = q % P;
-        var du = 0.0;
-        for (var l = 0u; l < K; l++) {
-            du += scr[u.s_off + kk * K + l] * scr[u.u_off + l * P + c];
-        }
+        let du = su(kk, c);
         scr[u.du_off + q] = du * lam2;
     }
     for (var c = t; c < P; c += 256u) {
         var cold = 0.0;
         for (var kk = 0u; kk < K; kk++) {
-            var du = 0.0;
-            for (var l = 0u; l < K; l++) {
-                du += scr[u.s_off + kk * K + l] * scr[u.u_off + l * P + c];
-            }
+            let du = su(kk, c);
             cold += du * lam2;
         }
         scr[u.du_off + K * P + c] = cold;
