@@ -14,8 +14,10 @@ use burn::tensor::Device;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
+use std::io::IsTerminal as _;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
+use std::time::Instant;
 
 /// The experiments `--experiment` accepts.
 pub const EXPERIMENTS: [&str; 6] = [
@@ -495,6 +497,7 @@ pub fn run_job(
     ds: &Dataset,
     device: &Device,
     device_name: &str,
+    on_event: &mut dyn FnMut(&Event),
 ) -> Result<StoredRun> {
     let mut cfg = job.cfg.clone();
     if cfg.clusters == 0 {
@@ -503,7 +506,7 @@ pub fn run_job(
     let checked = cfg.check(ds.n, ds.d)?;
     let r: RunResult = if checked.model.is_neural() {
         let t = Trainer::new(checked, ds.clone(), device.clone(), device_name)?;
-        t.run(&mut |_: &Event| {}, &AtomicBool::new(false))?
+        t.run(&mut |e: &Event| on_event(e), &AtomicBool::new(false))?
     } else {
         train::run_baseline(&checked, ds, device, device_name)
     };
@@ -585,18 +588,65 @@ pub fn reproduce(
         .progress_chars("=> "),
     );
     pb.set_prefix(o.experiment.clone());
+    // Without a terminal (a log file, nohup) the bar is invisible: print plain lines instead, one
+    // per run and one per phase and per minute within a run.
+    let lines = !quiet && !std::io::stderr().is_terminal();
+    let n = todo.len();
+    let started = Instant::now();
     let mut cache: BTreeMap<String, Dataset> = BTreeMap::new();
-    for (job, key) in todo {
+    for (i, (job, key)) in todo.into_iter().enumerate() {
         if !cache.contains_key(key) {
             cache.insert(key.clone(), load_dataset(key, o.data_dir.as_deref())?);
         }
         let Some(ds) = cache.get(key) else { continue };
-        pb.set_message(format!("{} {} seed {}", key, job.group(), job.cfg.seed));
-        let stored = run_job(&o.experiment, job, ds, device, device_name)?;
+        let name = format!("{} {} seed {}", key, job.group(), job.cfg.seed);
+        pb.set_message(name.clone());
+        if lines {
+            eprintln!("[{}/{n}] {name}: started", i + 1);
+        }
+        let mut phase = (String::new(), 0usize, 0usize);
+        let mut last_line = Instant::now();
+        let mut on_event = |e: &Event| match e {
+            Event::Phase { phase: p, epochs } => {
+                phase = (p.clone(), *epochs, 0);
+                if lines {
+                    eprintln!("[{}/{n}] {name}: {p} ({epochs} epochs)", i + 1);
+                    last_line = Instant::now();
+                }
+            }
+            Event::Epoch(r) => {
+                phase.2 += 1;
+                let at = format!("{name}, {} epoch {}/{}", phase.0, phase.2, phase.1);
+                pb.set_message(at.clone());
+                if lines && last_line.elapsed().as_secs_f64() >= 60.0 {
+                    eprintln!("[{}/{n}] {at}, loss {:.4}", i + 1, r.loss);
+                    last_line = Instant::now();
+                }
+            }
+            _ => {}
+        };
+        let stored = run_job(&o.experiment, job, ds, device, device_name, &mut on_event)?;
         let text = serde_json::to_string_pretty(&stored)
             .map_err(|e| AecmError::data(job.path(&o.out), e.to_string()))?;
         atomic_write(&job.path(&o.out), text.as_bytes())?;
         pb.inc(1);
+        if lines {
+            let done = i + 1;
+            let eta = started.elapsed().as_secs_f64() / done as f64 * (n - done) as f64;
+            let scores = stored.scores.as_ref().map_or(String::new(), |s| {
+                format!(
+                    ": ARI {:.1} NMI {:.1} ACC {:.1}",
+                    100.0 * s.ari,
+                    100.0 * s.nmi,
+                    100.0 * s.acc
+                )
+            });
+            eprintln!(
+                "[{done}/{n}] {name}{scores} in {:.1} s; ETA {}",
+                stored.wall_s,
+                hms(eta)
+            );
+        }
     }
     pb.finish_and_clear();
     // The tables cover every run of this experiment stored under OUT, also those of earlier calls
@@ -607,6 +657,16 @@ pub fn reproduce(
         .collect();
     write_tables(&o.experiment, &o.out, &runs, device_name)?;
     Ok(runs)
+}
+
+/// Seconds as `1h02m03s` / `2m03s` / `3s`.
+fn hms(s: f64) -> String {
+    let t = s.max(0.0).round() as u64;
+    match (t / 3600, t / 60 % 60, t % 60) {
+        (0, 0, s) => format!("{s}s"),
+        (0, m, s) => format!("{m}m{s:02}s"),
+        (h, m, s) => format!("{h}h{m:02}m{s:02}s"),
+    }
 }
 
 /// Every stored run under `dir` (recursively), in path order.
@@ -840,6 +900,14 @@ mod tests {
             km_on_embedding: None,
         })
         .expect("json")
+    }
+
+    #[test]
+    fn hms_formats_durations() {
+        assert_eq!(hms(0.4), "0s");
+        assert_eq!(hms(59.6), "1m00s");
+        assert_eq!(hms(3723.0), "1h02m03s");
+        assert_eq!(hms(-5.0), "0s");
     }
 
     /// AE-CM+KM gets rows of its own (model `aecm+km`), selected by the AE-CM run's L_sp.

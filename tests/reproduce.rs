@@ -122,9 +122,44 @@ fn only_selects_groups_and_rejects_unknown_ones() {
         "{}",
         String::from_utf8_lossy(&ok.stderr)
     );
+    let err = String::from_utf8_lossy(&ok.stderr);
+    assert!(!err.contains("started"), "--quiet prints no progress: {err}");
     assert!(
         out.join("runs/gaussians5/cm-random-E1/seed-0.json")
             .is_file()
     );
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+/// Without a terminal (stderr to a pipe or a log file) progress comes as plain lines: each run
+/// starts, its phases, and its scores with an ETA.
+#[test]
+fn progress_without_a_terminal_is_plain_lines() {
+    let out = std::env::temp_dir().join(format!("aecm-repro-lines-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&out);
+    let o = Command::new(env!("CARGO_BIN_EXE_aecm"))
+        .args(["reproduce", "--experiment", "ablation", "--runs", "2"])
+        .args(["--epochs", "1", "--device", "cpu", "--only", "cm-random"])
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    let runs = 2 * 9;
+    assert!(
+        err.contains(&format!(
+            "[1/{runs}] gaussians5 cm-random-E1E2E3E4 seed 0: started"
+        )),
+        "{err}"
+    );
+    let finished: Vec<&str> = err
+        .lines()
+        .filter(|l| l.contains(": ARI ") && l.contains(" NMI ") && l.contains("; ETA "))
+        .collect();
+    assert_eq!(finished.len(), runs, "{err}");
+    assert!(finished[runs - 1].starts_with(&format!("[{runs}/{runs}] ")));
+    assert!(finished[runs - 1].ends_with("ETA 0s"), "{err}");
+    assert!(err.contains(": train (1 epochs)"), "{err}");
     let _ = std::fs::remove_dir_all(&out);
 }
