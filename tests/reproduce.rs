@@ -123,7 +123,10 @@ fn only_selects_groups_and_rejects_unknown_ones() {
         String::from_utf8_lossy(&ok.stderr)
     );
     let err = String::from_utf8_lossy(&ok.stderr);
-    assert!(!err.contains("started"), "--quiet prints no progress: {err}");
+    assert!(
+        !err.contains("started"),
+        "--quiet prints no progress: {err}"
+    );
     assert!(
         out.join("runs/gaussians5/cm-random-E1/seed-0.json")
             .is_file()
