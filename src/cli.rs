@@ -7,6 +7,7 @@ use crate::error::AecmError;
 use crate::export;
 use crate::train::{self, Event, Init, ModelKind, RunResult, TrainConfig, Trainer};
 use clap::{Args, Parser, Subcommand};
+use std::io::IsTerminal as _;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -571,7 +572,12 @@ fn train_cmd(a: TrainArgs) -> anyhow::Result<()> {
                 .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
                 .progress_chars("=> "),
             );
-            pb.set_prefix(format!("run {}/{} seed {seed}", run + 1, a.runs));
+            let prefix = format!("run {}/{} seed {seed}", run + 1, a.runs);
+            pb.set_prefix(prefix.clone());
+            // Without a terminal (a log file) the bar is invisible: plain lines instead, for
+            // every evaluated epoch and otherwise at most one a minute.
+            let lines = !a.quiet && !std::io::stderr().is_terminal();
+            let mut last_line = Instant::now();
             let mut sink = |e: &Event| {
                 if let Event::Epoch(rec) = e {
                     pb.inc(1);
@@ -579,7 +585,12 @@ fn train_cmd(a: TrainArgs) -> anyhow::Result<()> {
                         .scores
                         .map(|s| format!(" ARI {:.3}", s.ari))
                         .unwrap_or_default();
-                    pb.set_message(format!("{} loss {:.4e}{m}", rec.phase, rec.loss));
+                    let msg = format!("{} loss {:.4e}{m}", rec.phase, rec.loss);
+                    if lines && (rec.scores.is_some() || last_line.elapsed().as_secs() >= 60) {
+                        eprintln!("{prefix}: epoch {}/{total} {msg}", rec.epoch);
+                        last_line = Instant::now();
+                    }
+                    pb.set_message(msg);
                 }
             };
             let r = trainer.run(&mut sink, &stop)?;

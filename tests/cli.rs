@@ -196,3 +196,34 @@ fn bad_input_exits_2_with_one_clear_message() {
         .unwrap();
     assert_eq!(o.status.code(), Some(2));
 }
+
+/// Without a terminal, `train` reports evaluated epochs as plain lines (a log file shows them).
+#[test]
+fn train_progress_without_a_terminal_is_plain_lines() {
+    let err = run_ok(bin().args([
+        "train",
+        "--data",
+        "builtin:gaussians5",
+        "--model",
+        "cm",
+        "--alpha",
+        "5",
+        "--batch",
+        "200",
+        "--epochs",
+        "4",
+        "--eval-every",
+        "2",
+        "--device",
+        "cpu",
+    ]));
+    for epoch in [2, 4] {
+        let line = format!("run 1/1 seed 0: epoch {epoch}/5 train loss ");
+        assert!(err.contains(&line), "no line {line:?} in {err}");
+    }
+    assert!(
+        err.lines()
+            .any(|l| l.starts_with("run 1/1 seed 0: epoch 2/5") && l.contains(" ARI 0.")),
+        "{err}"
+    );
+}
