@@ -7,6 +7,7 @@
 
 use crate::data::{self, Dataset, LabelColumn, LoadOptions, Preprocess};
 use crate::error::{AecmError, Result};
+use crate::figures::{self, Figure, Series};
 use crate::metrics::Scores;
 use crate::train::{self, Event, Init, ModelKind, RunResult, TrainConfig, Trainer};
 use crate::util::atomic_write;
@@ -176,6 +177,20 @@ pub fn load_dataset(key: &str, data_dir: Option<&Path>) -> Result<Dataset> {
             data::load(&format!("builtin:{g}"), &LoadOptions::default())
         }
     }
+}
+
+/// The K of the number-of-clusters sweep (5..=20, the paper's range), in the order they run.
+pub const K_SWEEP_ORDER: [usize; 16] = [10, 5, 20, 15, 7, 13, 17, 6, 8, 9, 11, 12, 14, 16, 18, 19];
+
+/// A sort key that orders `K5` before `K10` (a name's trailing number compared as a number).
+fn natural_key(s: &str) -> (String, u64, String) {
+    let head: String = s.chars().take_while(|c| !c.is_ascii_digit()).collect();
+    let digits: String = s[head.len()..]
+        .chars()
+        .take_while(|c| c.is_ascii_digit())
+        .collect();
+    let rest = s[head.len() + digits.len()..].to_string();
+    (head, digits.parse().unwrap_or(0), rest)
 }
 
 /// The paper's values (x100) for (experiment, dataset, model, init, variant, metric).
@@ -436,7 +451,9 @@ pub fn jobs(o: &ReproOptions) -> Result<Vec<(Job, String)>> {
                 "k-sweep" => {
                     let p = train::preset(ds)?;
                     let (embed, beta, alpha, batch) = p.aecm;
-                    for kk in 5..=20 {
+                    // coarse to fine, so that a partial sweep (it is resumable, ~16 long runs per
+                    // seed) already spans the range; the tables sort K numerically
+                    for kk in K_SWEEP_ORDER {
                         let c = TrainConfig {
                             embed,
                             beta,
@@ -748,6 +765,13 @@ pub fn rows(exp: &str, runs: &[StoredRun]) -> Vec<Row> {
             .or_default()
             .push(r);
     }
+    let mut groups: Vec<_> = groups.into_iter().collect();
+    groups.sort_by(|a, b| {
+        let key = |k: &(String, String, String, String)| {
+            (k.0.clone(), k.1.clone(), k.2.clone(), natural_key(&k.3))
+        };
+        key(&a.0).cmp(&key(&b.0))
+    });
     let mut out = Vec::new();
     for ((ds, model, init, variant), rs) in groups {
         let sel = rs
@@ -862,9 +886,60 @@ pub fn write_tables(exp: &str, out: &Path, runs: &[StoredRun], device: &str) -> 
         );
     }
     tex.push_str("\\bottomrule\n\\end{tabular}\n");
+    if let Some(fig) = k_sweep_figure(exp, &rows) {
+        // the paper's figure: ARI and homogeneity against K (means over the runs)
+        md.push_str("\n![ARI and homogeneity against K](k-sweep.svg)\n");
+        atomic_write(
+            &out.join(format!("{exp}.svg")),
+            figures::render_svg(&fig, 900, 560)?.as_bytes(),
+        )?;
+        atomic_write(
+            &out.join(format!("{exp}.png")),
+            &figures::render_png(&fig, 900, 560)?,
+        )?;
+    }
     atomic_write(&out.join(format!("{exp}.csv")), csv.as_bytes())?;
     atomic_write(&out.join(format!("{exp}.md")), md.as_bytes())?;
     atomic_write(&out.join(format!("{exp}.tex")), tex.as_bytes())
+}
+
+/// The K sweep's figure: one ARI and one homogeneity curve per data set (AE-CM, means over
+/// the runs), against K; `None` for other experiments or before any K has a run.
+pub fn k_sweep_figure(exp: &str, rows: &[Row]) -> Option<Figure> {
+    if exp != "k-sweep" {
+        return None;
+    }
+    let mut sets: Vec<&str> = rows.iter().map(|r| r.dataset.as_str()).collect();
+    sets.dedup();
+    let mut series = Vec::new();
+    for (i, ds) in sets.iter().enumerate() {
+        for (metric, label, shade) in [("ari", "ARI", 0), ("homogeneity", "homogeneity", 1)] {
+            let points: Vec<[f64; 2]> = rows
+                .iter()
+                .filter(|r| r.dataset == *ds && r.model == "aecm" && r.metric == metric)
+                .filter_map(|r| {
+                    let k: f64 = r.variant.strip_prefix('K')?.parse().ok()?;
+                    Some([k, r.mean])
+                })
+                .collect();
+            if !points.is_empty() {
+                series.push(Series {
+                    name: format!("{ds} {label}"),
+                    color: figures::category_color(2 * i + shade),
+                    points,
+                });
+            }
+        }
+    }
+    (!series.is_empty()).then(|| Figure::Lines {
+        title: "AE-CM: ARI and homogeneity against the number of clusters".into(),
+        x_label: "K (clusters)".into(),
+        y_label: "score (x100)".into(),
+        series,
+        marks: vec![(10.0, "true K".into())],
+        references: vec![],
+        log_y: false,
+    })
 }
 
 #[cfg(test)]
@@ -908,6 +983,52 @@ mod tests {
         assert_eq!(hms(59.6), "1m00s");
         assert_eq!(hms(3723.0), "1h02m03s");
         assert_eq!(hms(-5.0), "0s");
+    }
+
+    /// The sweep covers K = 5..=20 once each, and its rows come out in numeric order.
+    #[test]
+    fn k_sweep_rows_are_in_numeric_order() {
+        let mut ks = K_SWEEP_ORDER.to_vec();
+        ks.sort_unstable();
+        assert_eq!(ks, (5..=20).collect::<Vec<_>>());
+        let run = |k: usize| StoredRun {
+            experiment: "k-sweep".into(),
+            dataset: "pendigits".into(),
+            model: "aecm".into(),
+            init: "random".into(),
+            variant: format!("K{k}"),
+            seed: 0,
+            scores: Some(Scores {
+                ari: 0.5,
+                nmi: 0.5,
+                acc: 0.5,
+                homogeneity: k as f64 / 100.0,
+            }),
+            lsp: None,
+            wall_s: 1.0,
+            epochs: 150,
+            config: None,
+            km_on_embedding: None,
+        };
+        let runs: Vec<StoredRun> = K_SWEEP_ORDER.iter().map(|&k| run(k)).collect();
+        let hom: Vec<f64> = rows("k-sweep", &runs)
+            .into_iter()
+            .filter(|r| r.model == "aecm" && r.metric == "homogeneity")
+            .map(|r| r.mean.round())
+            .collect();
+        assert_eq!(hom, (5..=20).map(|k| k as f64).collect::<Vec<_>>());
+        match k_sweep_figure("k-sweep", &rows("k-sweep", &runs)) {
+            Some(Figure::Lines { series, .. }) => {
+                assert_eq!(series.len(), 2, "ARI and homogeneity");
+                let ks: Vec<f64> = series[1].points.iter().map(|p| p[0]).collect();
+                assert_eq!(ks, (5..=20).map(|k| k as f64).collect::<Vec<_>>());
+                assert!((series[1].points[15][1] - 20.0).abs() < 1e-9);
+            }
+            other => panic!("expected a line figure, got {other:?}"),
+        }
+        assert!(k_sweep_figure("aecm-table", &rows("k-sweep", &runs)).is_none());
+        assert!(natural_key("K5") < natural_key("K10"));
+        assert!(natural_key("E1+E2") < natural_key("E1+E3"));
     }
 
     /// AE-CM+KM gets rows of its own (model `aecm+km`), selected by the AE-CM run's L_sp.

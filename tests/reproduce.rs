@@ -166,3 +166,52 @@ fn progress_without_a_terminal_is_plain_lines() {
     assert!(err.contains(": train (1 epochs)"), "{err}");
     let _ = std::fs::remove_dir_all(&out);
 }
+
+/// A reduced K sweep (1 epoch) on a small file in the Pendigits layout: 16 runs, K = 5..20, the
+/// table with homogeneity rows in numeric order of K, and the figure as SVG and PNG.
+#[test]
+fn reduced_k_sweep_writes_tables_and_figure() {
+    let root = std::env::temp_dir().join(format!("aecm-ksweep-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    let data = root.join("data/pendigits");
+    std::fs::create_dir_all(&data).unwrap();
+    // 40 rows of 16 integer features (0..100) and a label 0..9, deterministic
+    let mut rows = String::new();
+    for i in 0..40u32 {
+        let label = i % 10;
+        let feats: Vec<String> = (0..16u32)
+            .map(|j| ((label * 9 + j * 7 + i * 3) % 101).to_string())
+            .collect();
+        rows.push_str(&format!("{},{label}\n", feats.join(",")));
+    }
+    std::fs::write(data.join("pendigits.tra"), &rows).unwrap();
+    std::fs::write(data.join("pendigits.tes"), &rows).unwrap();
+    let out = root.join("out");
+    let o = Command::new(env!("CARGO_BIN_EXE_aecm"))
+        .args(["reproduce", "--experiment", "k-sweep", "--runs", "1"])
+        .args(["--epochs", "1", "--device", "cpu", "--quiet", "--data-dir"])
+        .arg(root.join("data"))
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let csv = std::fs::read_to_string(out.join("k-sweep.csv")).unwrap();
+    let ks: Vec<String> = csv
+        .lines()
+        .filter(|l| l.starts_with("k-sweep,pendigits,aecm,random,") && l.contains(",homogeneity,"))
+        .map(|l| l.split(',').nth(4).unwrap().to_string())
+        .collect();
+    let want: Vec<String> = (5..=20).map(|k| format!("K{k}")).collect();
+    assert_eq!(ks, want);
+    let svg = std::fs::read_to_string(out.join("k-sweep.svg")).unwrap();
+    assert!(svg.contains("<svg") && svg.contains("pendigits homogeneity"));
+    let png = std::fs::read(out.join("k-sweep.png")).unwrap();
+    assert_eq!(&png[1..4], b"PNG");
+    assert!(
+        std::fs::read_to_string(out.join("k-sweep.md"))
+            .unwrap()
+            .contains("(k-sweep.svg)")
+    );
+    let _ = std::fs::remove_dir_all(&root);
+}
