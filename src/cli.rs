@@ -5,7 +5,7 @@ use crate::data::{self, Header, LabelColumn, LoadOptions, Preprocess};
 use crate::device::{self, DeviceChoice};
 use crate::error::AecmError;
 use crate::export;
-use crate::train::{self, Event, Init, ModelKind, RunResult, TrainConfig, Trainer};
+use crate::train::{self, Event, Init, ModelKind, RunResult, Seeding, TrainConfig, Trainer};
 use clap::{Args, Parser, Subcommand};
 use std::io::IsTerminal as _;
 use std::path::PathBuf;
@@ -265,6 +265,10 @@ pub struct TrainArgs {
     /// Restarts of k-means / GMM / iGMM.
     #[arg(long, default_value_t = 10)]
     pub restarts: usize,
+    /// Seeding of k-means / GMM / iGMM: kmeans++, or random (k-means, iGMM: K random samples;
+    /// GMM: random responsibilities, one start), the paper's two initialisations of its CM table.
+    #[arg(long, default_value = "kmeans++")]
+    pub seeding: Seeding,
     /// Autoencoder pre-training epochs (AE-CM with --init pretrained).
     #[arg(long, default_value_t = 100)]
     pub pretrain_epochs: usize,
@@ -486,6 +490,7 @@ pub fn build_config(a: &TrainArgs, ds: &data::Dataset) -> anyhow::Result<TrainCo
     c.seed = a.seed;
     c.init = a.init;
     c.restarts = a.restarts;
+    c.seeding = a.seeding;
     c.pretrain_epochs = a.pretrain_epochs;
     c.cm_pretrain_epochs = a.cm_pretrain_epochs;
     c.freeze_first_kernel = a.freeze_first_kernel;

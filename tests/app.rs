@@ -243,3 +243,31 @@ fn exports_and_saved_runs() {
         eprintln!("exports kept in {}", dir.display());
     }
 }
+
+/// For the baselines the init choice is their seeding: the combo offers "random" and
+/// "k-means++", and the choice reaches the trainer's configuration; the k-means preset starts
+/// from k-means++.
+#[test]
+fn baseline_seeding_follows_the_init_choice() {
+    use aecm::train::{Init, ModelKind, Seeding};
+    let mut h = harness();
+    h.step();
+    let seeding =
+        |h: &Harness<'static, ExplorerApp>| h.state().settings.train_config().map(|c| c.seeding);
+    h.state_mut().settings.model = ModelKind::Kmeans;
+    h.state_mut().settings.init = Init::Random;
+    h.step();
+    assert_eq!(seeding(&h), Ok(Seeding::Random));
+    h.get_by_role_and_label(Role::ComboBox, "init").click();
+    h.step();
+    h.step();
+    h.get_by_label("k-means++").click();
+    h.step();
+    assert_eq!(h.state().settings.init, Init::Pretrained);
+    assert_eq!(seeding(&h), Ok(Seeding::KmeansPP));
+    h.state_mut().settings.init = Init::Random;
+    h.state_mut()
+        .settings
+        .apply_preset(aecm::app::AppPreset::Kmeans, "mnist10k", 10);
+    assert_eq!(seeding(&h), Ok(Seeding::KmeansPP));
+}

@@ -137,29 +137,36 @@ fn aecm_on_an_image_sample_writes_every_output_file() {
 fn baselines_run_from_the_cli() {
     let data = format!("{}/sample_data/iris/iris.csv", env!("CARGO_MANIFEST_DIR"));
     for model in ["kmeans", "gmm", "igmm"] {
-        let out = out_dir(model);
-        run_ok(
-            bin()
-                .args([
-                    "train",
-                    "--data",
-                    &data,
-                    "--model",
-                    model,
-                    "--preprocess",
-                    "standardize",
-                    "--device",
-                    "cpu",
-                    "--quiet",
-                    "--out",
-                ])
-                .arg(&out),
-        );
-        let s = json(&out.join("summary.json"));
-        let ari = s["metrics"]["ari"].as_f64().unwrap();
-        assert!(ari > 0.4, "{model}: ARI {ari}");
-        let _ = std::fs::remove_dir_all(&out);
+        for seeding in ["kmeans++", "random"] {
+            let out = out_dir(&format!("{model}-{seeding}"));
+            run_ok(
+                bin()
+                    .args(["train", "--data", &data, "--model", model])
+                    .args(["--seeding", seeding, "--preprocess", "standardize"])
+                    .args(["--device", "cpu", "--quiet", "--out"])
+                    .arg(&out),
+            );
+            let s = json(&out.join("summary.json"));
+            assert_eq!(s["config"]["seeding"], seeding);
+            let ari = s["metrics"]["ari"].as_f64().unwrap();
+            assert!(ari > 0.4, "{model} {seeding}: ARI {ari}");
+            let _ = std::fs::remove_dir_all(&out);
+        }
     }
+    let o = bin()
+        .args([
+            "train",
+            "--data",
+            &data,
+            "--model",
+            "kmeans",
+            "--seeding",
+            "nope",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("expected kmeans++ or random"));
 }
 
 #[test]

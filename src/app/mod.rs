@@ -15,7 +15,7 @@ use crate::figures::{self, Figure, Series, category_color};
 use crate::metrics::{Scores, hungarian_map};
 use crate::model::HostMat;
 use crate::projection::{self, UmapSettings};
-use crate::train::{EpochRecord, Event, Init, ModelKind, TrainConfig};
+use crate::train::{EpochRecord, Event, Init, ModelKind, Seeding, TrainConfig};
 use crate::util::atomic_write;
 use eframe::egui;
 use egui::{Color32, RichText};
@@ -299,8 +299,14 @@ impl Settings {
                 self.batch = batch;
                 self.lambda = 1.0;
             }
-            AppPreset::Kmeans => self.model = ModelKind::Kmeans,
-            AppPreset::Gmm => self.model = ModelKind::Gmm,
+            AppPreset::Kmeans => {
+                self.model = ModelKind::Kmeans;
+                self.init = Init::Pretrained;
+            }
+            AppPreset::Gmm => {
+                self.model = ModelKind::Gmm;
+                self.init = Init::Pretrained;
+            }
             AppPreset::Custom => {}
         }
     }
@@ -335,6 +341,11 @@ impl Settings {
             eval_every: self.eval_every,
             eval_budget: self.eval_budget,
             restarts: 3,
+            // the baselines read the init choice as their seeding (k-means++ = "pretrained")
+            seeding: match self.init {
+                Init::Pretrained => Seeding::KmeansPP,
+                Init::Random => Seeding::Random,
+            },
             ..TrainConfig::default()
         })
     }

@@ -185,11 +185,20 @@ impl ExplorerApp {
                         .labelled_by(l.id);
                     ui.end_row();
                     let l = ui.label("init");
+                    // the baselines' seeding is the same choice: random samples or k-means++
+                    let pre = if s.model.is_neural() {
+                        "pretrained"
+                    } else {
+                        "k-means++"
+                    };
                     egui::ComboBox::from_id_salt("init-combo")
-                        .selected_text(format!("{:?}", s.init).to_lowercase())
+                        .selected_text(match s.init {
+                            Init::Random => "random",
+                            Init::Pretrained => pre,
+                        })
                         .show_ui(ui, |ui| {
                             ui.selectable_value(&mut s.init, Init::Random, "random");
-                            ui.selectable_value(&mut s.init, Init::Pretrained, "pretrained");
+                            ui.selectable_value(&mut s.init, Init::Pretrained, pre);
                         })
                         .response
                         .labelled_by(l.id);

@@ -3,6 +3,7 @@
 
 use crate::error::{AecmError, Result};
 use crate::model::LossWeights;
+pub use crate::model::baselines::Seeding;
 use serde::{Deserialize, Serialize};
 
 /// The model to train.
@@ -137,6 +138,10 @@ pub struct TrainConfig {
     pub cm_terms: [bool; 4],
     /// k-means / GMM restarts.
     pub restarts: usize,
+    /// Seeding of the baselines (k-means, GMM, iGMM); stored configurations without it:
+    /// k-means++.
+    #[serde(default)]
+    pub seeding: Seeding,
     /// Autoencoder pre-training epochs (AE-CM pretrained).
     pub pretrain_epochs: usize,
     /// Batch size of the autoencoder pre-training.
@@ -186,6 +191,7 @@ impl Default for TrainConfig {
             quadratic: false,
             cm_terms: [true; 4],
             restarts: 10,
+            seeding: Seeding::KmeansPP,
             pretrain_epochs: 100,
             pretrain_batch: 256,
             cm_pretrain_epochs: 100,

@@ -4,6 +4,6 @@ pub mod config;
 pub mod events;
 pub mod trainer;
 
-pub use config::{CheckedConfig, Init, ModelKind, PRESETS, Preset, TrainConfig, preset};
+pub use config::{CheckedConfig, Init, ModelKind, PRESETS, Preset, Seeding, TrainConfig, preset};
 pub use events::{EpochRecord, Event, EventSink, RunResult};
 pub use trainer::{Phase, Trainer, run_baseline};

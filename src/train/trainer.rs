@@ -7,7 +7,7 @@ use crate::data::Dataset;
 use crate::error::{AecmError, Result};
 use crate::metrics::{Scores, scores};
 use crate::model::adam::Adam;
-use crate::model::baselines::{self, DeviceData};
+use crate::model::baselines::{self, DeviceData, Seeding};
 use crate::model::dense::{self, HostLoss};
 use crate::model::gpu::{self, GpuStep};
 use crate::model::linalg::pinv;
@@ -342,7 +342,7 @@ impl Trainer {
                 let zh = HostMat::from_tensor(&z);
                 let dd = DeviceData::new(&zh.data, zh.rows, zh.cols, &self.device);
                 let mut r = rng(self.cfg.seed, 3);
-                let km = baselines::kmeans(&dd, self.arch.k, 20, &mut r);
+                let km = baselines::kmeans(&dd, self.arch.k, 20, Seeding::KmeansPP, &mut r);
                 set_cm_params(&mut self.params, &self.arch, &km.centres, &self.device);
                 self.z_frozen = Some(z);
                 self.adam = Adam::new(self.params.len(), self.cfg.adam_eps)
@@ -1078,6 +1078,7 @@ impl Trainer {
                 &dd,
                 self.arch.k,
                 self.cfg.restarts,
+                Seeding::KmeansPP,
                 &mut rng(self.cfg.seed, 4),
             );
             let dec = {
@@ -1100,6 +1101,7 @@ impl Trainer {
                     &dd,
                     self.arch.k,
                     self.cfg.restarts,
+                    Seeding::KmeansPP,
                     &mut rng(self.cfg.seed, 5),
                 );
                 self.data.labels.as_ref().map(|t| scores(&km.labels, t))
@@ -1156,9 +1158,9 @@ pub fn run_baseline(
     let dd = DeviceData::new(&data.x, data.n, data.d, device);
     let mut r = rng(cfg.seed, 6);
     let part = match cfg.model {
-        ModelKind::Gmm => baselines::gmm(&dd, cfg.clusters, cfg.restarts, &mut r),
-        ModelKind::Igmm => baselines::igmm(&dd, cfg.clusters, cfg.restarts, &mut r),
-        _ => baselines::kmeans(&dd, cfg.clusters, cfg.restarts, &mut r),
+        ModelKind::Gmm => baselines::gmm(&dd, cfg.clusters, cfg.restarts, cfg.seeding, &mut r),
+        ModelKind::Igmm => baselines::igmm(&dd, cfg.clusters, cfg.restarts, cfg.seeding, &mut r),
+        _ => baselines::kmeans(&dd, cfg.clusters, cfg.restarts, cfg.seeding, &mut r),
     };
     RunResult {
         model: cfg.model.name().into(),
