@@ -331,6 +331,10 @@ pub struct ReproArgs {
     /// Output folder (runs are stored there; a rerun continues where it stopped).
     #[arg(long, default_value = "repro")]
     pub out: PathBuf,
+    /// Run nothing: write the tables (and figures) from the runs stored under --out, e.g. while
+    /// another call is still adding runs there.
+    #[arg(long)]
+    pub tables_only: bool,
     /// No progress bar.
     #[arg(long)]
     pub quiet: bool,
@@ -380,6 +384,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
                 epochs: a.epochs,
                 only: a.only.clone(),
                 out: a.out.clone(),
+                tables_only: a.tables_only,
             };
             let runs = crate::reproduce::reproduce(&o, &device, &desc, a.quiet)?;
             eprintln!(

@@ -123,6 +123,8 @@ pub struct ReproOptions {
     pub only: Option<Vec<String>>,
     /// Output folder.
     pub out: PathBuf,
+    /// Run nothing; write the tables from the stored runs.
+    pub tables_only: bool,
 }
 
 /// Loads a data set by key with the paper's preprocessing.
@@ -643,7 +645,7 @@ pub fn reproduce(
     };
     let todo: Vec<&(Job, String)> = all
         .iter()
-        .filter(|(j, _)| selected(j) && !is_done(&j.path(&o.out), j))
+        .filter(|(j, _)| !o.tables_only && selected(j) && !is_done(&j.path(&o.out), j))
         .collect();
     let pb = if quiet {
         indicatif::ProgressBar::hidden()

@@ -213,5 +213,21 @@ fn reduced_k_sweep_writes_tables_and_figure() {
             .unwrap()
             .contains("(k-sweep.svg)")
     );
+    // --tables-only writes the same tables from the stored runs and runs nothing (no data needed)
+    for f in ["k-sweep.csv", "k-sweep.md", "k-sweep.svg", "k-sweep.png"] {
+        std::fs::remove_file(out.join(f)).unwrap();
+    }
+    let o = Command::new(env!("CARGO_BIN_EXE_aecm"))
+        .args(["reproduce", "--experiment", "k-sweep", "--tables-only"])
+        .args(["--device", "cpu", "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        std::fs::read_to_string(out.join("k-sweep.csv")).unwrap(),
+        csv
+    );
+    assert!(out.join("k-sweep.svg").exists() && out.join("k-sweep.png").exists());
     let _ = std::fs::remove_dir_all(&root);
 }
