@@ -183,15 +183,16 @@ fn colsum(m: &[f32], n: usize) -> Vec<f32> {
     if m.len() < 1 << 16 {
         return part(m);
     }
-    m.par_chunks(ROWS * n).map(part).reduce(
-        || vec![0f32; n],
-        |mut a, b| {
-            for (a, b) in a.iter_mut().zip(b) {
-                *a += b;
-            }
-            a
-        },
-    )
+    // parts in a fixed order, added in that order: the same bits whatever the thread count or
+    // scheduling (rayon's `reduce` adds along a tree that depends on work stealing)
+    let parts: Vec<Vec<f32>> = m.par_chunks(ROWS * n).map(part).collect();
+    let mut s = vec![0f32; n];
+    for p in parts {
+        for (a, b) in s.iter_mut().zip(p) {
+            *a += b;
+        }
+    }
+    s
 }
 
 /// The deep encoder's output `Z` (`rows x p`, row-major) of `x` (`rows x d`), in blocks of rows
@@ -294,7 +295,9 @@ pub fn step(
             }
             s
         })
-        .sum();
+        .collect::<Vec<f64>>()
+        .into_iter()
+        .sum(); // in block order: the same bits whatever the thread count
     let mut terms = vec![(sq * terms0) as f32];
 
     // the clustering module on Z: its terms, its parameters' gradients and dZ
@@ -1121,6 +1124,60 @@ mod tests {
     /// The host step's terms and every gradient equal burn's autodiff on the same loss: scalar
     /// and per-cluster alpha, lambda on and off, an odd batch, the pre-training MSE, and the UCI
     /// sets' network without hidden layers.
+    /// A seed must give the same run whatever the thread count or the scheduling: every
+    /// reduction over the threads adds its parts in a fixed order. (rayon's `reduce` and `sum`
+    /// combine parts along a tree that depends on the thread count and on work stealing: with
+    /// them the column sums here, and so the bias gradients, differed in their last bits between
+    /// 1 and 2 threads.)
+    #[test]
+    fn host_step_is_bit_identical_across_thread_counts() {
+        let m = data(1500, 200, 4);
+        let a = arch_h(10, vec![40, 300]);
+        let ps = params(&a, 8);
+        let b = 300;
+        let x = data(b, a.input, 9);
+        let w = LossWeights {
+            alpha: vec![1.5],
+            beta: 1.0,
+            lambda: 1.0,
+            cm_terms: [true; 4],
+        };
+        let run = |threads: usize| {
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .unwrap();
+            pool.install(|| {
+                let s = step(&a, &ps, &x, b, HostLoss::AeCm, &w);
+                (colsum(&m, 200), s.terms, s.grads)
+            })
+        };
+        let one = run(1);
+        for threads in [2, 3, 5, 8] {
+            for _ in 0..3 {
+                let other = run(threads);
+                assert!(
+                    one.0
+                        .iter()
+                        .zip(&other.0)
+                        .all(|(p, q)| p.to_bits() == q.to_bits()),
+                    "column sums differ with {threads} threads"
+                );
+                assert_eq!(
+                    one.1.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                    other.1.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                    "loss terms differ with {threads} threads"
+                );
+                for (i, (p, q)) in one.2.iter().zip(&other.2).enumerate() {
+                    assert!(
+                        p.iter().zip(q).all(|(p, q)| p.to_bits() == q.to_bits()),
+                        "gradient {i} differs with {threads} threads"
+                    );
+                }
+            }
+        }
+    }
+
     #[test]
     fn host_step_matches_autodiff() {
         for (k, alpha, beta, lambda, b, hidden) in [
