@@ -279,6 +279,14 @@ pub struct TrainArgs {
     /// as the authors' code does (a bug there; off by default, reported separately)
     #[arg(long)]
     pub freeze_first_kernel: bool,
+    /// Alpha of the CM-only pre-training (AE-CM with --init pretrained; default: --alpha), a
+    /// probe option
+    #[arg(long)]
+    pub cm_pretrain_alpha: Option<f64>,
+    /// Batch of the CM-only pre-training (AE-CM with --init pretrained; default: --batch), a
+    /// probe option
+    #[arg(long)]
+    pub cm_pretrain_batch: Option<usize>,
     /// Evaluate metrics every N epochs (0: only at the end).
     #[arg(long, default_value_t = 1)]
     pub eval_every: usize,
@@ -499,6 +507,8 @@ pub fn build_config(a: &TrainArgs, ds: &data::Dataset) -> anyhow::Result<TrainCo
     c.pretrain_epochs = a.pretrain_epochs;
     c.cm_pretrain_epochs = a.cm_pretrain_epochs;
     c.freeze_first_kernel = a.freeze_first_kernel;
+    c.cm_pretrain_alpha = a.cm_pretrain_alpha;
+    c.cm_pretrain_batch = a.cm_pretrain_batch;
     c.eval_every = a.eval_every;
     c.eval_budget = a.eval_budget;
     c.averaging = !a.no_averaging;

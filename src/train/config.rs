@@ -153,6 +153,14 @@ pub struct TrainConfig {
     /// default: the faithful runs train every layer). It is trained again in the joint phase.
     #[serde(default)]
     pub freeze_first_kernel: bool,
+    /// Alpha of the CM-only pre-training on the frozen embedding (AE-CM pretrained); `None`: the
+    /// AE-CM's alpha (the faithful default; ALGORITHM.md does not give one). A probe of the
+    /// pre-trained USPS gap (REPRODUCTION.md).
+    #[serde(default)]
+    pub cm_pretrain_alpha: Option<f64>,
+    /// Batch of the CM-only pre-training; `None`: the AE-CM's batch.
+    #[serde(default)]
+    pub cm_pretrain_batch: Option<usize>,
     /// Evaluate metrics and L_sp every this many epochs (0: only at the end).
     pub eval_every: usize,
     /// When above 0, evaluations that cost more than [`EVAL_FREE_S`] are spaced (never closer
@@ -196,6 +204,8 @@ impl Default for TrainConfig {
             pretrain_batch: 256,
             cm_pretrain_epochs: 100,
             freeze_first_kernel: false,
+            cm_pretrain_alpha: None,
+            cm_pretrain_batch: None,
             eval_every: 1,
             eval_budget: 0.1,
             averaging: true,
@@ -305,6 +315,17 @@ impl TrainConfig {
             }
             if c.pretrain_batch < 1 {
                 return Err(AecmError::config("pretrain-batch", "must be at least 1"));
+            }
+            if c.cm_pretrain_batch == Some(0) {
+                return Err(AecmError::config("cm-pretrain-batch", "must be at least 1"));
+            }
+            if let Some(a) = c.cm_pretrain_alpha {
+                check_weights(&[a], c.beta, c.lambda, 1).map_err(|_| {
+                    AecmError::config(
+                        "cm-pretrain-alpha",
+                        format!("must be a finite number above 0, got {a}"),
+                    )
+                })?;
             }
         }
         if !c.cm_terms.iter().any(|t| *t) {

@@ -298,9 +298,23 @@ impl Trainer {
         }
     }
 
+    /// The loss weights of the CM-only pre-training: the full CM loss, with its own alpha when
+    /// the configuration gives one.
+    fn cm_pretrain_weights(&self) -> LossWeights {
+        LossWeights {
+            cm_terms: [true; 4],
+            alpha: self
+                .cfg
+                .cm_pretrain_alpha
+                .map_or_else(|| self.weights.alpha.clone(), |a| vec![a]),
+            ..self.weights.clone()
+        }
+    }
+
     fn batch_size(&self) -> usize {
         match self.phase {
             Phase::AePretrain => self.cfg.pretrain_batch,
+            Phase::CmPretrain => self.cfg.cm_pretrain_batch.unwrap_or(self.cfg.batch),
             _ => self.cfg.batch,
         }
         .min(self.data.n)
@@ -648,10 +662,7 @@ impl Trainer {
         if cm_only && !self.cfg.cm_autodiff {
             let c = 2 * self.arch.n_deep();
             let w = if self.phase == Phase::CmPretrain {
-                LossWeights {
-                    cm_terms: [true; 4],
-                    ..self.weights.clone()
-                }
+                self.cm_pretrain_weights()
             } else {
                 self.weights.clone()
             };
@@ -706,11 +717,7 @@ impl Trainer {
                     u: net.centroids(),
                     x_hat: None,
                 };
-                let w = LossWeights {
-                    cm_terms: [true; 4],
-                    ..self.weights.clone()
-                };
-                net::loss(NetKind::Cm, &z, &f, &w)
+                net::loss(NetKind::Cm, &z, &f, &self.cm_pretrain_weights())
             }
             _ => {
                 let xb = self.x.clone().select(0, idx);
@@ -1415,6 +1422,78 @@ mod tests {
                 t.params_host()[0].data,
                 "joint phase kept it frozen"
             );
+        }
+    }
+
+    /// `cm_pretrain_alpha` and `cm_pretrain_batch` act on the CM-only pre-training alone: equal
+    /// to the AE-CM's values they change nothing, another alpha moves the CM's parameters, another
+    /// batch changes the number of steps; a zero batch or a bad alpha is a config error.
+    #[test]
+    fn cm_pretrain_alpha_and_batch_act_on_the_cm_pretraining() {
+        let run = |alpha: Option<f64>, batch: Option<usize>| {
+            let mut none = |_: &Event| {};
+            let c = TrainConfig {
+                model: ModelKind::Aecm,
+                clusters: 3,
+                alpha: vec![2.0],
+                batch: 32,
+                pretrain_batch: 32,
+                epochs: 1,
+                pretrain_epochs: 1,
+                cm_pretrain_epochs: 2,
+                hidden: vec![8, 5],
+                embed: 2,
+                seed: 5,
+                init: Init::Pretrained,
+                cm_pretrain_alpha: alpha,
+                cm_pretrain_batch: batch,
+                ..TrainConfig::default()
+            }
+            .check(90, 2)
+            .unwrap();
+            let mut t = Trainer::new(c, blobs(), Device::flex(), "cpu").unwrap();
+            while t.phase() != Phase::CmPretrain {
+                t.step(&mut none).unwrap();
+            }
+            let mut steps = 0;
+            while t.phase() == Phase::CmPretrain {
+                t.step(&mut none).unwrap();
+                steps += 1;
+            }
+            (steps, t.params_host())
+        };
+        let (s0, p0) = run(None, None);
+        let (s1, p1) = run(Some(2.0), Some(32));
+        assert_eq!(s0, s1);
+        for (a, b) in p0.iter().zip(&p1) {
+            assert_eq!(a.data, b.data);
+        }
+        let (s2, p2) = run(Some(50.0), None);
+        assert_eq!(s2, s0);
+        assert!(
+            p0.iter().zip(&p2).any(|(a, b)| a.data != b.data),
+            "another alpha left the CM unchanged"
+        );
+        let (s3, _) = run(None, Some(9));
+        // 2 epochs of 90 samples: 3 batches of 32 against 10 of 9 (the phase switch may
+        // take one step of its own)
+        assert!(s3 > s0 + 10, "batch 9: {s3} steps, batch 32: {s0}");
+        for (alpha, batch, field) in [
+            (Some(0.0), None, "cm-pretrain-alpha"),
+            (Some(f64::NAN), None, "cm-pretrain-alpha"),
+            (None, Some(0), "cm-pretrain-batch"),
+        ] {
+            let e = TrainConfig {
+                model: ModelKind::Aecm,
+                clusters: 3,
+                init: Init::Pretrained,
+                cm_pretrain_alpha: alpha,
+                cm_pretrain_batch: batch,
+                ..TrainConfig::default()
+            }
+            .check(90, 2)
+            .unwrap_err();
+            assert!(e.to_string().contains(field), "{e}");
         }
     }
 
