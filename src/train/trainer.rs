@@ -1196,6 +1196,22 @@ mod tests {
         crate::data::generate("blobs", Some(90), 3).unwrap()
     }
 
+    /// A small AE-CM for the blobs (8-5-2 encoder, K 3, batches of 32 in every phase), pre-trained
+    /// init; tests change epochs, seed and the option under test.
+    fn tiny_aecm() -> TrainConfig {
+        TrainConfig {
+            model: ModelKind::Aecm,
+            clusters: 3,
+            alpha: vec![2.0],
+            batch: 32,
+            pretrain_batch: 32,
+            hidden: vec![8, 5],
+            embed: 2,
+            init: Init::Pretrained,
+            ..TrainConfig::default()
+        }
+    }
+
     /// Evaluations land every `eval_every` epochs with and without a budget when they are cheap
     /// (the budget's spacing itself: `config::eval_spacing`'s test).
     #[test]
@@ -1380,21 +1396,13 @@ mod tests {
         for autodiff in [false, true] {
             let mut none = |_: &Event| {};
             let c = TrainConfig {
-                model: ModelKind::Aecm,
-                clusters: 3,
-                alpha: vec![2.0],
-                batch: 32,
-                pretrain_batch: 32,
                 epochs: 1,
                 pretrain_epochs: 2,
                 cm_pretrain_epochs: 1,
-                hidden: vec![8, 5],
-                embed: 2,
                 seed: 3,
-                init: Init::Pretrained,
                 freeze_first_kernel: true,
                 cm_autodiff: autodiff,
-                ..TrainConfig::default()
+                ..tiny_aecm()
             }
             .check(90, 2)
             .unwrap();
@@ -1433,21 +1441,13 @@ mod tests {
         let run = |alpha: Option<f64>, batch: Option<usize>| {
             let mut none = |_: &Event| {};
             let c = TrainConfig {
-                model: ModelKind::Aecm,
-                clusters: 3,
-                alpha: vec![2.0],
-                batch: 32,
-                pretrain_batch: 32,
                 epochs: 1,
                 pretrain_epochs: 1,
                 cm_pretrain_epochs: 2,
-                hidden: vec![8, 5],
-                embed: 2,
                 seed: 5,
-                init: Init::Pretrained,
                 cm_pretrain_alpha: alpha,
                 cm_pretrain_batch: batch,
-                ..TrainConfig::default()
+                ..tiny_aecm()
             }
             .check(90, 2)
             .unwrap();
@@ -1507,21 +1507,14 @@ mod tests {
             let train = |autodiff: bool| {
                 let mut none = |_: &Event| {};
                 let c = TrainConfig {
-                    model: ModelKind::Aecm,
-                    clusters: 3,
-                    alpha: vec![2.0],
-                    batch: 32,
-                    pretrain_batch: 32,
                     epochs: 2,
                     pretrain_epochs: 2,
                     cm_pretrain_epochs: 1,
                     averaging: true,
-                    hidden: vec![8, 5],
-                    embed: 2,
                     seed: 7,
                     init,
                     cm_autodiff: autodiff,
-                    ..TrainConfig::default()
+                    ..tiny_aecm()
                 }
                 .check(90, 2)
                 .unwrap();
