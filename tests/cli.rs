@@ -17,6 +17,29 @@ fn json(p: &std::path::Path) -> serde_json::Value {
     serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
 }
 
+/// `aecm train` of an AE-CM on the bundled digits (pixels / max, embedding 8, 3 epochs, CPU),
+/// writing to `out`; `extra` adds the network and weights under test.
+fn aecm_on_digits(out: &std::path::Path, extra: &[&str]) -> Command {
+    let data = format!("{}/sample_data/digits", env!("CARGO_MANIFEST_DIR"));
+    let mut c = bin();
+    c.args([
+        "train",
+        "--data",
+        &data,
+        "--model",
+        "aecm",
+        "--preprocess",
+        "max",
+    ])
+    .args([
+        "--embed", "8", "--epochs", "3", "--device", "cpu", "--quiet",
+    ])
+    .args(extra)
+    .arg("--out")
+    .arg(out);
+    c
+}
+
 fn run_ok(cmd: &mut Command) -> String {
     let o = cmd.output().unwrap();
     let err = String::from_utf8_lossy(&o.stderr).to_string();
@@ -72,36 +95,12 @@ fn cm_on_five_gaussians_paper_setting_reaches_ari_080_over_three_seeds() {
 #[test]
 fn aecm_on_an_image_sample_writes_every_output_file() {
     let out = out_dir("aecm");
-    let data = format!("{}/sample_data/digits", env!("CARGO_MANIFEST_DIR"));
-    run_ok(
-        bin()
-            .args([
-                "train",
-                "--data",
-                &data,
-                "--model",
-                "aecm",
-                "--preprocess",
-                "max",
-                "--hidden",
-                "64,64",
-                "--embed",
-                "8",
-                "--alpha",
-                "5",
-                "--beta",
-                "1",
-                "--batch",
-                "64",
-                "--epochs",
-                "3",
-                "--device",
-                "cpu",
-                "--quiet",
-                "--out",
-            ])
-            .arg(&out),
-    );
+    run_ok(&mut aecm_on_digits(
+        &out,
+        &[
+            "--hidden", "64,64", "--alpha", "5", "--beta", "1", "--batch", "64",
+        ],
+    ));
     let s = json(&out.join("summary.json"));
     assert_eq!(s["n"], 1797);
     assert_eq!(s["d"], 64);
@@ -140,36 +139,14 @@ fn aecm_on_an_image_sample_writes_every_output_file() {
 /// kernels (AVX2, AVX-512), whose roundings differ.
 #[test]
 fn a_seed_gives_the_same_run_whatever_the_thread_count() {
-    let data = format!("{}/sample_data/digits", env!("CARGO_MANIFEST_DIR"));
     let run = |threads: &str| {
         let out = out_dir(&format!("threads{threads}"));
         run_ok(
-            bin()
-                .env("RAYON_NUM_THREADS", threads)
-                .args([
-                    "train",
-                    "--data",
-                    &data,
-                    "--model",
-                    "aecm",
-                    "--preprocess",
-                    "max",
-                    "--hidden",
-                    "300,300",
-                    "--embed",
-                    "8",
-                    "--batch",
-                    "600",
-                    "--epochs",
-                    "3",
-                    "--seed",
-                    "4",
-                    "--device",
-                    "cpu",
-                    "--quiet",
-                    "--out",
-                ])
-                .arg(&out),
+            aecm_on_digits(
+                &out,
+                &["--hidden", "300,300", "--batch", "600", "--seed", "4"],
+            )
+            .env("RAYON_NUM_THREADS", threads),
         );
         let s = json(&out.join("summary.json"));
         let files: Vec<String> = ["assignments.csv", "centroids.csv"]

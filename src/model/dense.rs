@@ -1121,9 +1121,6 @@ mod tests {
         close(&encode(&a, &ps, &x, n), &want, "Z");
     }
 
-    /// The host step's terms and every gradient equal burn's autodiff on the same loss: scalar
-    /// and per-cluster alpha, lambda on and off, an odd batch, the pre-training MSE, and the UCI
-    /// sets' network without hidden layers.
     /// A seed must give the same run whatever the thread count or the scheduling: every
     /// reduction over the threads adds its parts in a fixed order. (rayon's `reduce` and `sum`
     /// combine parts along a tree that depends on the thread count and on work stealing: with
@@ -1178,6 +1175,9 @@ mod tests {
         }
     }
 
+    /// The host step's terms and every gradient equal burn's autodiff on the same loss: scalar
+    /// and per-cluster alpha, lambda on and off, an odd batch, the pre-training MSE, and the UCI
+    /// sets' network without hidden layers.
     #[test]
     fn host_step_matches_autodiff() {
         for (k, alpha, beta, lambda, b, hidden) in [

@@ -319,13 +319,11 @@ impl TrainConfig {
             if c.cm_pretrain_batch == Some(0) {
                 return Err(AecmError::config("cm-pretrain-batch", "must be at least 1"));
             }
-            if let Some(a) = c.cm_pretrain_alpha {
-                check_weights(&[a], c.beta, c.lambda, 1).map_err(|_| {
-                    AecmError::config(
-                        "cm-pretrain-alpha",
-                        format!("must be a finite number above 0, got {a}"),
-                    )
-                })?;
+            if let Some(a) = c.cm_pretrain_alpha.filter(|a| !a.is_finite() || *a <= 0.0) {
+                return Err(AecmError::config(
+                    "cm-pretrain-alpha",
+                    format!("must be a finite number above 0, got {a}"),
+                ));
             }
         }
         if !c.cm_terms.iter().any(|t| *t) {
