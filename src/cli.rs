@@ -343,6 +343,10 @@ pub struct ReproArgs {
     /// another call is still adding runs there.
     #[arg(long)]
     pub tables_only: bool,
+    /// Run only share I of N of the runs (e.g. 0/2 and 1/2 in two processes, each with its own
+    /// threads, on the same --out); shares are disjoint and together cover every run.
+    #[arg(long)]
+    pub shard: Option<crate::reproduce::Shard>,
     /// No progress bar.
     #[arg(long)]
     pub quiet: bool,
@@ -393,6 +397,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
                 only: a.only.clone(),
                 out: a.out.clone(),
                 tables_only: a.tables_only,
+                shard: a.shard,
             };
             let runs = crate::reproduce::reproduce(&o, &device, &desc, a.quiet)?;
             eprintln!(

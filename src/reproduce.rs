@@ -125,6 +125,43 @@ pub struct ReproOptions {
     pub out: PathBuf,
     /// Run nothing; write the tables from the stored runs.
     pub tables_only: bool,
+    /// Run only this process's share of the runs, so that several processes (or machines sharing
+    /// the folder) split one reproduction without running a run twice.
+    pub shard: Option<Shard>,
+}
+
+/// One of `count` disjoint shares of an experiment's runs: the runs whose position in the
+/// experiment's full, fixed list of runs is `index` modulo `count`. The full list does not depend
+/// on what is already stored, so processes started at different times agree on the split.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shard {
+    /// Which share, `0..count`.
+    pub index: usize,
+    /// How many shares.
+    pub count: usize,
+}
+
+impl Shard {
+    /// Whether the run at position `i` of the full list belongs to this share.
+    pub fn takes(&self, i: usize) -> bool {
+        i % self.count == self.index
+    }
+}
+
+impl std::str::FromStr for Shard {
+    type Err = String;
+
+    /// Parses `I/N` (share I of N, 0 <= I < N).
+    fn from_str(s: &str) -> std::result::Result<Self, Self::Err> {
+        let bad = || format!("expected I/N with 0 <= I < N (e.g. 0/2 and 1/2), got '{s}'");
+        let (i, n) = s.split_once('/').ok_or_else(bad)?;
+        let index: usize = i.trim().parse().map_err(|_| bad())?;
+        let count: usize = n.trim().parse().map_err(|_| bad())?;
+        if count == 0 || index >= count {
+            return Err(bad());
+        }
+        Ok(Shard { index, count })
+    }
 }
 
 /// Loads a data set by key with the paper's preprocessing.
@@ -674,9 +711,14 @@ pub fn reproduce(
                 .any(|g| *g == format!("{}-{}", j.model.name(), j.init_name()))
         })
     };
+    let in_shard = |i: usize| o.shard.is_none_or(|s| s.takes(i));
     let todo: Vec<&(Job, String)> = all
         .iter()
-        .filter(|(j, _)| !o.tables_only && selected(j) && !is_done(&j.path(&o.out), j))
+        .enumerate()
+        .filter(|&(i, (j, _))| {
+            !o.tables_only && in_shard(i) && selected(j) && !is_done(&j.path(&o.out), j)
+        })
+        .map(|(_, jk)| jk)
         .collect();
     let pb = if quiet {
         indicatif::ProgressBar::hidden()
@@ -1073,6 +1115,24 @@ mod tests {
 
     /// The sweep covers K = 5..=20 once each, and its rows come out in numeric order.
     #[test]
+    fn shards_parse_and_partition_the_runs() {
+        let s: Shard = "1/3".parse().expect("1/3");
+        assert_eq!(s, Shard { index: 1, count: 3 });
+        for bad in ["3/3", "0/0", "1", "x/2", "1/y", "-1/2", ""] {
+            let e = bad.parse::<Shard>().expect_err(bad);
+            assert!(e.contains("I/N") && e.contains(bad), "{e}");
+        }
+        // every position belongs to exactly one share
+        for i in 0..20 {
+            let owners = (0..3)
+                .filter(|&index| Shard { index, count: 3 }.takes(i))
+                .count();
+            assert_eq!(owners, 1, "position {i}");
+        }
+        assert!(Shard { index: 0, count: 1 }.takes(7));
+    }
+
+    #[test]
     fn k_sweep_rows_are_in_numeric_order() {
         let mut ks = K_SWEEP_ORDER.to_vec();
         ks.sort_unstable();
@@ -1169,6 +1229,7 @@ mod tests {
             only: None,
             out: PathBuf::new(),
             tables_only: false,
+            shard: None,
         };
         let jobs = jobs(&o).expect("jobs");
         for (model, ds, _) in UCI_TABLE {

@@ -231,3 +231,62 @@ fn reduced_k_sweep_writes_tables_and_figure() {
     assert!(out.join("k-sweep.svg").exists() && out.join("k-sweep.png").exists());
     let _ = std::fs::remove_dir_all(&root);
 }
+
+/// Two processes with `--shard 0/2` and `--shard 1/2` on one folder split the runs: each runs
+/// only its share, the shares are disjoint and together cover every run, and the tables written
+/// by the second cover all of them. A malformed share is a clear error naming the option.
+#[test]
+fn shards_split_the_runs_between_processes() {
+    let out = std::env::temp_dir().join(format!("aecm-repro-shard-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&out);
+    let run = |shard: &str| {
+        Command::new(env!("CARGO_BIN_EXE_aecm"))
+            .args(["reproduce", "--experiment", "ablation", "--runs", "2"])
+            .args(["--epochs", "1", "--device", "cpu", "--quiet", "--only"])
+            .args(["cm-random", "--shard", shard, "--out"])
+            .arg(&out)
+            .output()
+            .unwrap()
+    };
+    let stored = |out: &Path| -> Vec<String> {
+        let mut v = Vec::new();
+        for g in std::fs::read_dir(out.join("runs/gaussians5")).unwrap() {
+            let g = g.unwrap().path();
+            for f in std::fs::read_dir(&g).unwrap() {
+                let f = f.unwrap().path();
+                v.push(format!(
+                    "{}/{}",
+                    g.file_name().unwrap().to_string_lossy(),
+                    f.file_name().unwrap().to_string_lossy()
+                ));
+            }
+        }
+        v.sort();
+        v
+    };
+    for bad in ["2/2", "1", "a/2", "0/0"] {
+        let o = run(bad);
+        assert_eq!(o.status.code(), Some(2), "--shard {bad}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains("--shard") && err.contains("I/N"), "{err}");
+    }
+    assert!(!out.join("runs").exists(), "nothing runs on a bad --shard");
+    let o = run("0/2");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let first = stored(&out);
+    assert_eq!(
+        first.len(),
+        9,
+        "half of 9 combinations x 2 seeds: {first:?}"
+    );
+    let o = run("1/2");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let all = stored(&out);
+    assert_eq!(all.len(), 18, "{all:?}");
+    assert!(first.iter().all(|f| all.contains(f)));
+    let csv = std::fs::read_to_string(out.join("ablation.csv")).unwrap();
+    let rows: Vec<&str> = csv.lines().filter(|l| l.contains(",ari,")).collect();
+    assert_eq!(rows.len(), 9);
+    assert!(rows.iter().all(|l| l.contains(",ari,2,")), "{csv}");
+    let _ = std::fs::remove_dir_all(&out);
+}
