@@ -255,6 +255,19 @@ fn sklearn_bundled_csvs() {
     assert_eq!((ds.n, ds.d), (1797, 64));
     assert_eq!(ds.image_shape, Some([8, 8, 1]));
     assert_eq!(ds.n_classes(), 10);
+    // wine: the file and the copy compiled into the binary (the UCI experiment's) are the same data
+    let ds = load(&sample("wine/wine_data.csv")).unwrap();
+    assert_eq!((ds.n, ds.d), (178, 13));
+    assert_eq!(ds.label_names, vec!["class_0", "class_1", "class_2"]);
+    let mut counts = [0; 3];
+    for &l in ds.labels.as_ref().unwrap() {
+        counts[l as usize] += 1;
+    }
+    assert_eq!(counts, [59, 71, 48], "UCI wine's cultivar counts");
+    assert_eq!(&ds.x[..3], &[14.23, 1.71, 2.43]);
+    let embedded = data::embedded_wine().unwrap();
+    assert_eq!(embedded.name, "wine");
+    assert_eq!((embedded.x, embedded.labels), (ds.x, ds.labels));
 }
 
 #[test]

@@ -304,6 +304,19 @@ pub fn load(spec: &str, opts: &LoadOptions) -> Result<Dataset> {
     Ok(ds)
 }
 
+/// scikit-learn's copy of the UCI wine data (178 wines, 13 features, 3 cultivars; BSD-3-Clause,
+/// `sample_data/wine`), compiled into the binary: the UCI table's wine column needs no data folder.
+pub fn embedded_wine() -> Result<Dataset> {
+    const WINE: &str = include_str!("../../sample_data/wine/wine_data.csv");
+    let mut ds = text::parse_text(
+        Path::new("embedded:wine_data.csv"),
+        WINE,
+        &LoadOptions::default(),
+    )?;
+    ds.name = "wine".into();
+    Ok(ds)
+}
+
 fn file_stem(path: &Path) -> String {
     let name = path
         .file_name()

@@ -68,7 +68,12 @@ pub fn load_text(path: &Path, opts: &LoadOptions) -> Result<Dataset> {
     let bytes = read_maybe_gz(path)?;
     let text = String::from_utf8(bytes)
         .map_err(|e| AecmError::data(path, format!("not UTF-8 text: {e}")))?;
-    let mut rows = split_rows(path, &text)?;
+    parse_text(path, &text, opts)
+}
+
+/// Parses delimited text already in memory; `path` names it in errors.
+pub fn parse_text(path: &Path, text: &str, opts: &LoadOptions) -> Result<Dataset> {
+    let mut rows = split_rows(path, text)?;
     if rows.is_empty() {
         return Err(AecmError::data(path, "file is empty (no data rows)"));
     }
