@@ -290,3 +290,40 @@ fn shards_split_the_runs_between_processes() {
     assert!(rows.iter().all(|l| l.contains(",ari,2,")), "{csv}");
     let _ = std::fs::remove_dir_all(&out);
 }
+
+/// The UCI experiment on wine (compiled in: no --data-dir): AE-CM and CM with the paper's training
+/// and as the tuned-lr-epochs variant, iGMM^r, each beside the appendix's value.
+#[test]
+fn reduced_uci_on_wine_needs_no_data_dir() {
+    let out = std::env::temp_dir().join(format!("aecm-repro-wine-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&out);
+    let o = Command::new(env!("CARGO_BIN_EXE_aecm"))
+        .args(["reproduce", "--experiment", "uci", "--datasets", "wine"])
+        .args(["--runs", "1", "--epochs", "2", "--device", "cpu", "--quiet"])
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let csv = std::fs::read_to_string(out.join("uci.csv")).unwrap();
+    let ari = |model: &str, variant: &str| -> Vec<String> {
+        let head = format!("uci,wine,{model},random,{variant},ari,1,");
+        let line = csv
+            .lines()
+            .find(|l| l.starts_with(&head))
+            .unwrap_or_else(|| panic!("no {model} {variant} row: {csv}"));
+        line.split(',').map(str::to_string).collect()
+    };
+    assert_eq!(ari("aecm", "")[11], "86.0");
+    assert_eq!(ari("aecm", "tuned-lr-epochs")[11], "86.0");
+    assert_eq!(ari("cm", "")[11], "82.0");
+    assert_eq!(ari("cm", "tuned-lr-epochs")[11], "82.0");
+    assert_eq!(ari("igmm", "")[11], "76.9");
+    // the stored runs carry their own settings: the variant trains with its own learning rate
+    let run = |group: &str| -> String {
+        std::fs::read_to_string(out.join(format!("runs/wine/{group}/seed-0.json"))).unwrap()
+    };
+    assert!(run("aecm-random").contains("\"lr\": 0.001"));
+    assert!(run("aecm-random-tuned-lr-epochs").contains("\"lr\": 0.004933"));
+    let _ = std::fs::remove_dir_all(&out);
+}
