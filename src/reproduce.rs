@@ -379,9 +379,12 @@ pub const UCI_TUNED: &str = "tuned-lr-epochs";
 
 /// The UCI experiment's settings of one data set (REPRODUCTION.md, "UCI sets"; every searched
 /// point in `repro_results/uci-search*.txt`). The paper tuned (alpha, beta, lambda) on the labels
-/// by Bayesian optimisation and published none of them; ours come from a grid or a random search
-/// scored on seeds 0-4 (`repro_results/uci-grid.sh`, `uci-search.py`), a search's point adopted
-/// only where it beat the grid's on seeds 0-4 and on the held-out seeds 5-9 too.
+/// by Bayesian optimisation and published none of them. Ours, all scored by the mean ARI of seeds
+/// 0-4 (`repro_results/uci-grid.sh`, `uci-search.py`): AE-CM's weights from a 12-point grid, or
+/// from a random search where its point beat the grid's on seeds 0-4 and on the held-out seeds
+/// 5-9 too; CM's alpha from a random search where it beat alpha 2 on both halves; the
+/// `tuned-lr-epochs` settings are the best point on seeds 0-4 of a search that drew the learning
+/// rate and the epochs as well.
 pub struct UciSetting {
     /// Data set key.
     pub set: &'static str,
