@@ -303,10 +303,19 @@ impl LineParts<'_> {
         keep_y: impl Fn(f64) -> bool,
     ) -> DrawResult {
         let (x0, x1) = self.x;
-        for (x, _) in self.marks {
+        // a vertical dashed line, darker and wider than the grid, named in the legend
+        for (x, name) in self.marks {
+            let c = BLACK.mix(0.7);
             chart
-                .draw_series(LineSeries::new(vec![(*x, y0), (*x, y1)], BLACK.mix(0.4)))
-                .map_err(|e| e.to_string())?;
+                .draw_series(DashedLineSeries::new(
+                    vec![(*x, y0), (*x, y1)],
+                    8,
+                    5,
+                    c.stroke_width(2),
+                ))
+                .map_err(|e| e.to_string())?
+                .label(name.clone())
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], c));
         }
         for (name, y, color) in self.references.iter().filter(|r| keep_y(r.1)) {
             let c = rgb(*color);
