@@ -513,7 +513,8 @@ pub fn jobs(o: &ReproOptions) -> Result<Vec<(Job, String)>> {
             match ds {
                 "mnist" | "usps" | "pendigits" => 10,
                 "20news" => 20,
-                "iris" | "ecoli" | "glass" | "yeast" | "breast" | "wine" => 0,
+                // the UCI sets: K from the data's classes at run time
+                uci if UCI_SETTINGS.iter().any(|u| u.set == uci) => 0,
                 "gaussians5" => 5,
                 "moons" | "circles" => 2,
                 _ => 3,
