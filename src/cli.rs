@@ -330,7 +330,8 @@ pub struct ReproArgs {
     #[arg(long)]
     pub epochs: Option<usize>,
     /// Run only these groups, named MODEL-INIT as in the tables (e.g. aecm-random,aecm-pretrained,
-    /// ae-km-random); the tables still cover every stored run.
+    /// ae-km-random) or with their variant as the run folders are (aecm-random-K8 of the K sweep);
+    /// the tables still cover every stored run.
     #[arg(long, value_delimiter = ',')]
     pub only: Option<Vec<String>>,
     /// Device: auto, cpu, wgpu.
@@ -347,6 +348,10 @@ pub struct ReproArgs {
     /// threads, on the same --out); shares are disjoint and together cover every run.
     #[arg(long)]
     pub shard: Option<crate::reproduce::Shard>,
+    /// Run nothing: print every run of the experiment (position, data set, group, seed) and
+    /// whether it is done, would run, or is left to --only or another --shard.
+    #[arg(long)]
+    pub list: bool,
     /// No progress bar.
     #[arg(long)]
     pub quiet: bool,
@@ -383,11 +388,6 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
             if a.runs < 1 {
                 return Err(AecmError::config("runs", "must be at least 1").into());
             }
-            let (device, desc) = device::select(a.device)?;
-            eprintln!(
-                "reproduce {}: {} runs per setting; device: {desc}",
-                a.experiment, a.runs
-            );
             let o = crate::reproduce::ReproOptions {
                 experiment: a.experiment.clone(),
                 data_dir: a.data_dir.clone(),
@@ -399,6 +399,27 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
                 tables_only: a.tables_only,
                 shard: a.shard,
             };
+            if a.list {
+                let planned = crate::reproduce::plan(&o)?;
+                let mut out = String::from("position,dataset,group,seed,status\n");
+                for p in &planned {
+                    out.push_str(&format!(
+                        "{},{},{},{},{}\n",
+                        p.position,
+                        p.dataset,
+                        p.group,
+                        p.seed,
+                        p.status.name()
+                    ));
+                }
+                print!("{out}");
+                return Ok(());
+            }
+            let (device, desc) = device::select(a.device)?;
+            eprintln!(
+                "reproduce {}: {} runs per setting; device: {desc}",
+                a.experiment, a.runs
+            );
             let runs = crate::reproduce::reproduce(&o, &device, &desc, a.quiet)?;
             eprintln!(
                 "{} runs; wrote {}/{}.md, .csv, .tex",

@@ -778,21 +778,58 @@ fn is_done(path: &Path, job: &Job) -> bool {
     }
 }
 
-/// Runs the experiment's missing runs (printing progress with an ETA), then writes the tables.
-pub fn reproduce(
-    o: &ReproOptions,
-    device: &Device,
-    device_name: &str,
-    quiet: bool,
-) -> Result<Vec<StoredRun>> {
+/// Where one run of an experiment stands, as `aecm reproduce --list` prints it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RunStatus {
+    /// Stored under OUT with this configuration: a rerun skips it.
+    Done,
+    /// This call would run it.
+    ToRun,
+    /// Left out by `--only`.
+    NotSelected,
+    /// Another share's (`--shard`).
+    OtherShard,
+}
+
+impl RunStatus {
+    /// The word `--list` prints.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::Done => "done",
+            Self::ToRun => "to-run",
+            Self::NotSelected => "not-selected",
+            Self::OtherShard => "other-shard",
+        }
+    }
+}
+
+/// One run of an experiment's full list, with where it stands.
+#[derive(Debug, Clone)]
+pub struct PlannedRun {
+    /// Position in the experiment's full list (what `--shard` splits).
+    pub position: usize,
+    /// Data set.
+    pub dataset: String,
+    /// Group, as the run folders name it (`aecm-random`, `aecm-random-K8`).
+    pub group: String,
+    /// Seed.
+    pub seed: u64,
+    /// Where it stands.
+    pub status: RunStatus,
+    /// The run itself.
+    pub job: Job,
+}
+
+/// Every run of the experiment in its fixed order, each with its status under these options
+/// (`--only`, `--shard` and what is stored under OUT). `--only` names groups either as
+/// `MODEL-INIT` (every variant) or with the variant, as the run folders do (`aecm-random-K8`).
+pub fn plan(o: &ReproOptions) -> Result<Vec<PlannedRun>> {
     let all = jobs(o)?;
+    let short = |j: &Job| format!("{}-{}", j.model.name(), j.init_name());
     if let Some(only) = &o.only {
-        let groups: Vec<String> = all
-            .iter()
-            .map(|(j, _)| format!("{}-{}", j.model.name(), j.init_name()))
-            .collect();
-        if let Some(bad) = only.iter().find(|g| !groups.contains(g)) {
-            let mut known = groups;
+        let mut known: Vec<String> = all.iter().map(|(j, _)| short(j)).collect();
+        known.extend(all.iter().map(|(j, _)| j.group()));
+        if let Some(bad) = only.iter().find(|g| !known.contains(g)) {
             known.sort();
             known.dedup();
             return Err(AecmError::config(
@@ -806,19 +843,44 @@ pub fn reproduce(
         }
     }
     let selected = |j: &Job| {
-        o.only.as_ref().is_none_or(|only| {
-            only.iter()
-                .any(|g| *g == format!("{}-{}", j.model.name(), j.init_name()))
-        })
+        o.only
+            .as_ref()
+            .is_none_or(|only| only.iter().any(|g| *g == short(j) || *g == j.group()))
     };
-    let in_shard = |i: usize| o.shard.is_none_or(|s| s.takes(i));
-    let todo: Vec<&(Job, String)> = all
-        .iter()
+    Ok(all
+        .into_iter()
         .enumerate()
-        .filter(|&(i, (j, _))| {
-            !o.tables_only && in_shard(i) && selected(j) && !is_done(&j.path(&o.out), j)
+        .map(|(i, (j, key))| PlannedRun {
+            position: i,
+            dataset: key,
+            group: j.group(),
+            seed: j.cfg.seed,
+            status: if is_done(&j.path(&o.out), &j) {
+                RunStatus::Done
+            } else if !selected(&j) {
+                RunStatus::NotSelected
+            } else if !o.shard.is_none_or(|s| s.takes(i)) {
+                RunStatus::OtherShard
+            } else {
+                RunStatus::ToRun
+            },
+            job: j,
         })
-        .map(|(_, jk)| jk)
+        .collect())
+}
+
+/// Runs the experiment's missing runs (printing progress with an ETA), then writes the tables.
+pub fn reproduce(
+    o: &ReproOptions,
+    device: &Device,
+    device_name: &str,
+    quiet: bool,
+) -> Result<Vec<StoredRun>> {
+    let planned = plan(o)?;
+    let todo: Vec<(&Job, &String)> = planned
+        .iter()
+        .filter(|p| !o.tables_only && p.status == RunStatus::ToRun)
+        .map(|p| (&p.job, &p.dataset))
         .collect();
     let pb = if quiet {
         indicatif::ProgressBar::hidden()

@@ -134,6 +134,81 @@ fn only_selects_groups_and_rejects_unknown_ones() {
     let _ = std::fs::remove_dir_all(&out);
 }
 
+/// `--only` also takes a group with its variant (the run folder's name, e.g. one term combination
+/// of the ablation or one K of the sweep), and `--list` prints every run with its status and runs
+/// nothing.
+#[test]
+fn only_takes_variants_and_list_shows_the_plan() {
+    let out = std::env::temp_dir().join(format!("aecm-repro-list-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&out);
+    let run = |extra: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_aecm"))
+            .args(["reproduce", "--experiment", "ablation", "--runs", "2"])
+            .args(["--epochs", "1", "--device", "cpu", "--quiet", "--out"])
+            .arg(&out)
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let list = |extra: &[&str]| -> Vec<String> {
+        let mut args = vec!["--list"];
+        args.extend_from_slice(extra);
+        let o = run(&args);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .map(str::to_string)
+            .collect()
+    };
+    let before = list(&[]);
+    assert_eq!(before[0], "position,dataset,group,seed,status");
+    assert_eq!(before.len(), 1 + 18, "9 combinations x 2 seeds: {before:?}");
+    assert!(
+        before[1..].iter().all(|l| l.ends_with(",to-run")),
+        "{before:?}"
+    );
+    assert!(!out.exists(), "--list runs and writes nothing");
+    let o = run(&["--only", "cm-random-E1", "--shard", "1/2"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let dirs: Vec<String> = std::fs::read_dir(out.join("runs/gaussians5"))
+        .unwrap()
+        .map(|d| d.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(dirs, ["cm-random-E1"]);
+    let after = list(&["--only", "cm-random-E1,cm-random-E1E2"]);
+    let status = |group: &str, seed: u64| -> String {
+        after
+            .iter()
+            .find(|l| l.contains(&format!(",{group},{seed},")))
+            .unwrap_or_else(|| panic!("{group} seed {seed} in {after:?}"))
+            .rsplit(',')
+            .next()
+            .unwrap()
+            .to_string()
+    };
+    // E1 is the last combination: seed 0 at position 8 (shard 0/2), seed 1 at 17 (shard 1/2)
+    assert_eq!(status("cm-random-E1", 1), "done");
+    assert_eq!(status("cm-random-E1", 0), "to-run");
+    assert_eq!(status("cm-random-E1E2", 0), "to-run");
+    assert_eq!(status("cm-random-E2E3E4", 0), "not-selected");
+    let sharded = list(&["--shard", "0/2"]);
+    assert!(
+        sharded
+            .iter()
+            .any(|l| l == "17,gaussians5,cm-random-E1,1,done"),
+        "{sharded:?}"
+    );
+    assert!(sharded.iter().any(|l| l.ends_with(",other-shard")));
+    let bad = run(&["--only", "cm-random-E9"]);
+    assert_eq!(bad.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert!(
+        err.contains("cm-random-E9") && err.contains("cm-random-E1E2"),
+        "{err}"
+    );
+    let _ = std::fs::remove_dir_all(&out);
+}
+
 /// Without a terminal (stderr to a pipe or a log file) progress comes as plain lines: each run
 /// starts, its phases, and its scores with an ETA.
 #[test]
