@@ -407,8 +407,8 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
                         "{},{},{},{},{}\n",
                         p.position,
                         p.dataset,
-                        p.group,
-                        p.seed,
+                        p.group(),
+                        p.seed(),
                         p.status.name()
                     ));
                 }

@@ -55,12 +55,17 @@ impl Job {
         }
     }
 
+    /// `MODEL-INIT`, as the tables and `--only` name a group across its variants.
+    fn base_group(&self) -> String {
+        format!("{}-{}", self.model.name(), self.init_name())
+    }
+
+    /// `MODEL-INIT[-VARIANT]`, as the run folders name a group.
     fn group(&self) -> String {
-        let init = self.init_name();
         if self.variant.is_empty() {
-            format!("{}-{init}", self.model.name())
+            self.base_group()
         } else {
-            format!("{}-{init}-{}", self.model.name(), self.variant)
+            format!("{}-{}", self.base_group(), self.variant)
         }
     }
 
@@ -808,16 +813,24 @@ impl RunStatus {
 pub struct PlannedRun {
     /// Position in the experiment's full list (what `--shard` splits).
     pub position: usize,
-    /// Data set.
+    /// Data set (the key its data load under).
     pub dataset: String,
-    /// Group, as the run folders name it (`aecm-random`, `aecm-random-K8`).
-    pub group: String,
-    /// Seed.
-    pub seed: u64,
     /// Where it stands.
     pub status: RunStatus,
     /// The run itself.
     pub job: Job,
+}
+
+impl PlannedRun {
+    /// Group, as the run folders name it (`aecm-random`, `aecm-random-K8`).
+    pub fn group(&self) -> String {
+        self.job.group()
+    }
+
+    /// Seed.
+    pub fn seed(&self) -> u64 {
+        self.job.cfg.seed
+    }
 }
 
 /// Every run of the experiment in its fixed order, each with its status under these options
@@ -825,9 +838,8 @@ pub struct PlannedRun {
 /// `MODEL-INIT` (every variant) or with the variant, as the run folders do (`aecm-random-K8`).
 pub fn plan(o: &ReproOptions) -> Result<Vec<PlannedRun>> {
     let all = jobs(o)?;
-    let short = |j: &Job| format!("{}-{}", j.model.name(), j.init_name());
     if let Some(only) = &o.only {
-        let mut known: Vec<String> = all.iter().map(|(j, _)| short(j)).collect();
+        let mut known: Vec<String> = all.iter().map(|(j, _)| j.base_group()).collect();
         known.extend(all.iter().map(|(j, _)| j.group()));
         if let Some(bad) = only.iter().find(|g| !known.contains(g)) {
             known.sort();
@@ -845,7 +857,7 @@ pub fn plan(o: &ReproOptions) -> Result<Vec<PlannedRun>> {
     let selected = |j: &Job| {
         o.only
             .as_ref()
-            .is_none_or(|only| only.iter().any(|g| *g == short(j) || *g == j.group()))
+            .is_none_or(|only| only.iter().any(|g| *g == j.base_group() || *g == j.group()))
     };
     Ok(all
         .into_iter()
@@ -853,8 +865,6 @@ pub fn plan(o: &ReproOptions) -> Result<Vec<PlannedRun>> {
         .map(|(i, (j, key))| PlannedRun {
             position: i,
             dataset: key,
-            group: j.group(),
-            seed: j.cfg.seed,
             status: if is_done(&j.path(&o.out), &j) {
                 RunStatus::Done
             } else if !selected(&j) {
