@@ -50,39 +50,41 @@ def split_csv(lines):
     return lines[:1], rows, []
 
 
-def split_md(lines):
-    # The table rows: lines starting with "| " after the separator line "| --- |".
+def split_table(lines, starts_rows, is_row, cells):
+    """Head lines (up to the line where `starts_rows`), {key: row line}, tail lines."""
     head, rows, tail = [], {}, []
     state = "head"
     for line in lines:
         if state == "head":
             head.append(line)
-            if line.startswith("| ---"):
+            if starts_rows(line):
                 state = "rows"
-        elif state == "rows" and line.startswith("| "):
-            cells = [c.strip() for c in line.strip().strip("|").split("|")]
-            rows[tuple(cells[:5])] = line
+        elif state == "rows" and is_row(line):
+            rows[tuple(cells(line)[:5])] = line
         else:
             state = "tail"
             tail.append(line)
     return head, rows, tail
+
+
+def split_md(lines):
+    # The rows follow the separator line "| --- |".
+    return split_table(
+        lines,
+        lambda line: line.startswith("| ---"),
+        lambda line: line.startswith("| "),
+        lambda line: [c.strip() for c in line.strip().strip("|").split("|")],
+    )
 
 
 def split_tex(lines):
-    head, rows, tail = [], {}, []
-    state = "head"
-    for line in lines:
-        if state == "head":
-            head.append(line)
-            if line.strip() == "\\midrule":
-                state = "rows"
-        elif state == "rows" and line.strip() != "\\bottomrule":
-            cells = [c.strip() for c in line.replace("\\\\", "").split("&")]
-            rows[tuple(cells[:5])] = line
-        else:
-            state = "tail"
-            tail.append(line)
-    return head, rows, tail
+    # The rows lie between \midrule and \bottomrule.
+    return split_table(
+        lines,
+        lambda line: line.strip() == "\\midrule",
+        lambda line: line.strip() != "\\bottomrule",
+        lambda line: [c.strip() for c in line.replace("\\\\", "").split("&")],
+    )
 
 
 def merge(kind, records_path, top_path):
