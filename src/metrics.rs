@@ -14,8 +14,15 @@ pub struct Scores {
     pub nmi: f64,
     /// Accuracy under the best one-to-one cluster-to-label matching.
     pub acc: f64,
-    /// Homogeneity (each cluster holds members of a single class).
+    /// Homogeneity (each cluster holds members of a single class). NaN where it was not
+    /// measured: a reproduction record rebuilt from a table that did not show it.
+    #[serde(default = "not_measured")]
     pub homogeneity: f64,
+}
+
+/// The value of a score a stored record lacks.
+fn not_measured() -> f64 {
+    f64::NAN
 }
 
 /// A contingency table: rows = predicted clusters, columns = true classes (compacted indices).

@@ -108,6 +108,11 @@ pub struct StoredRun {
     /// AE-CM: k-means on the final embedding ("AE-CM+KM"), reported as model `aecm+km`.
     #[serde(default)]
     pub km_on_embedding: Option<Scores>,
+    /// Set only by hand, on a record that `aecm reproduce` did not write itself (one rebuilt
+    /// from the tables and notes of a session that kept no per-run records): where its values
+    /// come from. The Markdown table lists every such run under the table.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
 }
 
 /// Options of a reproduction.
@@ -768,6 +773,7 @@ pub fn run_job(
         epochs: r.epochs,
         config: Some(job.cfg.clone()),
         km_on_embedding: r.km_on_embedding,
+        note: None,
     })
 }
 
@@ -1059,6 +1065,7 @@ pub fn rows(exp: &str, runs: &[StoredRun]) -> Vec<Row> {
                 model: format!("{}+km", r.model),
                 scores: Some(*km),
                 km_on_embedding: None,
+                note: None,
                 ..r.clone()
             })
         })
@@ -1099,6 +1106,7 @@ pub fn rows(exp: &str, runs: &[StoredRun]) -> Vec<Row> {
             let vals: Vec<f64> = rs
                 .iter()
                 .filter_map(|r| r.scores.as_ref().map(get))
+                .filter(|v| !v.is_nan())
                 .collect();
             if vals.is_empty() || (metric == "homogeneity" && exp != "k-sweep") {
                 continue;
@@ -1196,6 +1204,26 @@ pub fn write_tables(exp: &str, out: &Path, runs: &[StoredRun], device: &str) -> 
         );
     }
     tex.push_str("\\bottomrule\n\\end{tabular}\n");
+    let noted: Vec<&StoredRun> = runs.iter().filter(|r| r.note.is_some()).collect();
+    if !noted.is_empty() {
+        md.push_str("\nRecords not written by `aecm reproduce` itself (their notes):\n\n");
+        for r in noted {
+            let variant = if r.variant.is_empty() {
+                String::new()
+            } else {
+                format!("-{}", r.variant)
+            };
+            let _ = writeln!(
+                md,
+                "- {} {}-{}{variant} seed {}: {}",
+                r.dataset,
+                r.model,
+                r.init,
+                r.seed,
+                r.note.as_deref().unwrap_or_default()
+            );
+        }
+    }
     if let Some(fig) = k_sweep_figure(exp, &rows) {
         // the paper's figure: ARI and homogeneity against K (means over the runs)
         md.push_str("\n![ARI and homogeneity against K](k-sweep.svg)\n");
@@ -1283,6 +1311,7 @@ mod tests {
             epochs: 1,
             config: cfg,
             km_on_embedding: None,
+            note: None,
         })
         .expect("json")
     }
@@ -1337,6 +1366,7 @@ mod tests {
             epochs: 150,
             config: None,
             km_on_embedding: None,
+            note: None,
         };
         let runs: Vec<StoredRun> = K_SWEEP_ORDER.iter().map(|&k| run(k)).collect();
         let hom: Vec<f64> = rows("k-sweep", &runs)
@@ -1485,6 +1515,7 @@ mod tests {
             epochs: 150,
             config: None,
             km_on_embedding: Some(sc(km)),
+            note: None,
         };
         let rows = rows(
             "aecm-table",
@@ -1509,6 +1540,62 @@ mod tests {
             .find(|r| r.model == "aecm" && r.metric == "ari")
             .expect("an aecm row");
         assert!((ae.mean - 60.0).abs() < 1e-9);
+    }
+
+    /// A record rebuilt by hand (no homogeneity, a note) is read, counts in the tables beside
+    /// the written records, and its note is listed under the Markdown table; written records
+    /// carry no note field at all.
+    #[test]
+    fn rebuilt_records_count_and_are_listed() {
+        let dir = std::env::temp_dir().join(format!("aecm-rebuilt-{}", std::process::id()));
+        let runs_dir = dir.join("runs/mnist/aecm-random");
+        std::fs::create_dir_all(&runs_dir).expect("dir");
+        let rebuilt = r#"{"experiment": "aecm-table", "dataset": "mnist", "model": "aecm",
+            "init": "random", "variant": "", "seed": 0,
+            "scores": {"ari": 0.7698, "nmi": 0.8002, "acc": 0.8465},
+            "lsp": 2426.2, "wall_s": 4450.3, "epochs": 150,
+            "note": "rebuilt from the seventh session's table"}"#;
+        std::fs::write(runs_dir.join("seed-0.json"), rebuilt).expect("write");
+        let written = StoredRun {
+            experiment: "aecm-table".into(),
+            dataset: "mnist".into(),
+            model: "aecm".into(),
+            init: "random".into(),
+            variant: String::new(),
+            seed: 1,
+            scores: Some(Scores {
+                ari: 0.6,
+                nmi: 0.7,
+                acc: 0.8,
+                homogeneity: 0.7,
+            }),
+            lsp: Some(4000.0),
+            wall_s: 3000.0,
+            epochs: 150,
+            config: None,
+            km_on_embedding: None,
+            note: None,
+        };
+        let text = serde_json::to_string(&written).expect("json");
+        assert!(!text.contains("note"), "{text}");
+        std::fs::write(runs_dir.join("seed-1.json"), text).expect("write");
+        let runs = stored_runs(&dir.join("runs")).expect("read");
+        assert_eq!(runs.len(), 2);
+        let r0 = runs.iter().find(|r| r.seed == 0).expect("seed 0");
+        assert!(r0.scores.expect("scores").homogeneity.is_nan());
+        let rows = rows("aecm-table", &runs);
+        let ari = rows.iter().find(|r| r.metric == "ari").expect("ari row");
+        assert_eq!(ari.runs, 2);
+        assert!((ari.mean - (76.98 + 60.0) / 2.0).abs() < 1e-9);
+        assert_eq!(ari.lsp_selected.map(|v| (v * 100.0).round()), Some(7698.0));
+        write_tables("aecm-table", &dir, &runs, "cpu").expect("tables");
+        let md = std::fs::read_to_string(dir.join("aecm-table.md")).expect("md");
+        assert!(
+            md.contains("- mnist aecm-random seed 0: rebuilt from the seventh session's table"),
+            "{md}"
+        );
+        assert!(!md.contains("seed 1:"), "{md}");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     /// A stored run is reused only for the same configuration; legacy runs (no configuration)
