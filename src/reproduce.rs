@@ -57,16 +57,12 @@ impl Job {
 
     /// `MODEL-INIT`, as the tables and `--only` name a group across its variants.
     fn base_group(&self) -> String {
-        format!("{}-{}", self.model.name(), self.init_name())
+        group_name(self.model.name(), self.init_name(), "")
     }
 
     /// `MODEL-INIT[-VARIANT]`, as the run folders name a group.
     fn group(&self) -> String {
-        if self.variant.is_empty() {
-            self.base_group()
-        } else {
-            format!("{}-{}", self.base_group(), self.variant)
-        }
+        group_name(self.model.name(), self.init_name(), &self.variant)
     }
 
     fn path(&self, out: &Path) -> PathBuf {
@@ -74,6 +70,15 @@ impl Job {
             .join(&self.dataset)
             .join(self.group())
             .join(format!("seed-{}.json", self.cfg.seed))
+    }
+}
+
+/// `MODEL-INIT[-VARIANT]`: a group of runs as the run folders and `--only` name it.
+fn group_name(model: &str, init: &str, variant: &str) -> String {
+    if variant.is_empty() {
+        format!("{model}-{init}")
+    } else {
+        format!("{model}-{init}-{variant}")
     }
 }
 
@@ -1208,17 +1213,11 @@ pub fn write_tables(exp: &str, out: &Path, runs: &[StoredRun], device: &str) -> 
     if !noted.is_empty() {
         md.push_str("\nRecords not written by `aecm reproduce` itself (their notes):\n\n");
         for r in noted {
-            let variant = if r.variant.is_empty() {
-                String::new()
-            } else {
-                format!("-{}", r.variant)
-            };
             let _ = writeln!(
                 md,
-                "- {} {}-{}{variant} seed {}: {}",
+                "- {} {} seed {}: {}",
                 r.dataset,
-                r.model,
-                r.init,
+                group_name(&r.model, &r.init, &r.variant),
                 r.seed,
                 r.note.as_deref().unwrap_or_default()
             );
