@@ -15,6 +15,7 @@ is written to a temporary file and renamed over the old one. The lines after the
 """
 
 import os
+import shutil
 import sys
 
 METRICS = ["ari", "nmi", "acc", "homogeneity"]
@@ -126,6 +127,14 @@ def main():
         if not os.path.exists(dst):
             sys.exit(f"{dst}: not found (nothing to merge into)")
         merge(kind, src, dst)
+    # The K sweep's figure is drawn from the records alone: copied as it is.
+    for kind in ("svg", "png"):
+        src = os.path.join(records, f"{exp}.{kind}")
+        if os.path.exists(src):
+            dst = os.path.join(top, f"{exp}.{kind}")
+            shutil.copyfile(src, dst + ".tmp")
+            os.replace(dst + ".tmp", dst)
+            print(f"{dst}: copied from {src}")
 
 
 if __name__ == "__main__":
