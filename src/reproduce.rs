@@ -932,31 +932,30 @@ pub fn reproduce(
         if lines {
             eprintln!("[{}/{n}] {name}: started", i + 1);
         }
-        // (name, epochs, epochs done, started): the minute lines carry the phase's ETA, a run of
-        // the paper's MNIST AE-CM being about an hour on 2 cores.
-        let mut phase = (String::new(), 0usize, 0usize, Instant::now());
+        let mut phase = PhaseProgress::new(String::new(), 0);
         let mut last_line = Instant::now();
         let mut on_event = |e: &Event| match e {
             Event::Phase { phase: p, epochs } => {
-                phase = (p.clone(), *epochs, 0, Instant::now());
+                phase = PhaseProgress::new(p.clone(), *epochs);
                 if lines {
                     eprintln!("[{}/{n}] {name}: {p} ({epochs} epochs)", i + 1);
                     last_line = Instant::now();
                 }
             }
             Event::Epoch(r) => {
-                phase.2 += 1;
-                let at = format!("{name}, {} epoch {}/{}", phase.0, phase.2, phase.1);
+                phase.done += 1;
+                let at = format!(
+                    "{name}, {} epoch {}/{}",
+                    phase.name, phase.done, phase.epochs
+                );
                 pb.set_message(at.clone());
                 if lines && last_line.elapsed().as_secs_f64() >= 60.0 {
-                    let per_epoch = phase.3.elapsed().as_secs_f64() / phase.2 as f64;
-                    let left = per_epoch * phase.1.saturating_sub(phase.2) as f64;
                     eprintln!(
                         "[{}/{n}] {at}, loss {:.4}, {} ETA {}",
                         i + 1,
                         r.loss,
-                        phase.0,
-                        hms(left)
+                        phase.name,
+                        hms(phase.seconds_left())
                     );
                     last_line = Instant::now();
                 }
@@ -995,6 +994,32 @@ pub fn reproduce(
         .collect();
     write_tables(&o.experiment, &o.out, &runs, device_name)?;
     Ok(runs)
+}
+
+/// A training phase of the run in progress: the minute lines of a log carry its ETA (a run of
+/// the paper's MNIST AE-CM is about an hour on 2 cores).
+struct PhaseProgress {
+    name: String,
+    epochs: usize,
+    done: usize,
+    started: Instant,
+}
+
+impl PhaseProgress {
+    fn new(name: String, epochs: usize) -> Self {
+        Self {
+            name,
+            epochs,
+            done: 0,
+            started: Instant::now(),
+        }
+    }
+
+    /// Seconds left at the pace of the epochs done so far.
+    fn seconds_left(&self) -> f64 {
+        let per_epoch = self.started.elapsed().as_secs_f64() / self.done.max(1) as f64;
+        per_epoch * self.epochs.saturating_sub(self.done) as f64
+    }
 }
 
 /// Seconds as `1h02m03s` / `2m03s` / `3s`.
@@ -1102,16 +1127,20 @@ pub fn rows(exp: &str, runs: &[StoredRun]) -> Vec<Row> {
             .min_by(|a, b| a.1.total_cmp(&b.1))
             .map(|(r, _)| *r);
         for metric in ["ari", "nmi", "acc", "homogeneity"] {
-            let get = |s: &Scores| match metric {
-                "ari" => s.ari,
-                "nmi" => s.nmi,
-                "acc" => s.acc,
-                _ => s.homogeneity,
-            } * 100.0;
+            // x100; None where a record lacks the score (a rebuilt record's homogeneity), so it
+            // counts neither in the mean nor as the L_sp-selected value
+            let get = |s: &Scores| {
+                let v = match metric {
+                    "ari" => s.ari,
+                    "nmi" => s.nmi,
+                    "acc" => s.acc,
+                    _ => s.homogeneity,
+                };
+                (!v.is_nan()).then_some(v * 100.0)
+            };
             let vals: Vec<f64> = rs
                 .iter()
-                .filter_map(|r| r.scores.as_ref().map(get))
-                .filter(|v| !v.is_nan())
+                .filter_map(|r| r.scores.as_ref().and_then(get))
                 .collect();
             if vals.is_empty() || (metric == "homogeneity" && exp != "k-sweep") {
                 continue;
@@ -1128,7 +1157,7 @@ pub fn rows(exp: &str, runs: &[StoredRun]) -> Vec<Row> {
                 mean,
                 std: (vals.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / n).sqrt(),
                 best: vals.iter().cloned().fold(f64::NEG_INFINITY, f64::max),
-                lsp_selected: sel.and_then(|r| r.scores.as_ref().map(get)),
+                lsp_selected: sel.and_then(|r| r.scores.as_ref().and_then(get)),
                 paper: paper_value(exp, &ds, &model, &init, &variant, metric),
                 wall_s: rs.iter().map(|r| r.wall_s).sum::<f64>() / rs.len() as f64,
             });
