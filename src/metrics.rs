@@ -183,6 +183,89 @@ pub fn acc(pred: &[u32], truth: &[u32]) -> f64 {
     hit as f64 / pred.len() as f64
 }
 
+/// Samples per (cluster, class): `counts[k][c]` for clusters `0..k_pred` and classes `0..k_true`
+/// (a cluster or class index outside those is not counted). Rows are the confusion matrix's.
+pub fn cluster_class_counts(
+    pred: &[u32],
+    truth: &[u32],
+    k_pred: usize,
+    k_true: usize,
+) -> Vec<Vec<u64>> {
+    let mut m = vec![vec![0u64; k_true]; k_pred];
+    for (&p, &t) in pred.iter().zip(truth) {
+        if let Some(c) = m
+            .get_mut(p as usize)
+            .and_then(|row| row.get_mut(t as usize))
+        {
+            *c += 1;
+        }
+    }
+    m
+}
+
+/// What a clustering did to the classes, read from [`cluster_class_counts`]: the classes that are
+/// the majority of no cluster (merged into another class's cluster, with the share of them that
+/// lies in the cluster holding most of them), the classes that are the majority of several
+/// clusters (split), and the empty clusters. `names[c]` names class `c` (its index where missing).
+/// "one cluster per class" when every class is the majority of exactly one cluster.
+pub fn majority_summary(counts: &[Vec<u64>], names: &[String]) -> String {
+    let k_true = counts.first().map_or(0, Vec::len);
+    let name = |c: usize| names.get(c).cloned().unwrap_or_else(|| c.to_string());
+    // the majority class of each non-empty cluster (the lowest index on a tie)
+    let majority: Vec<Option<usize>> = counts
+        .iter()
+        .map(|row| {
+            let (best, &n) = row.iter().enumerate().rev().max_by_key(|&(_, n)| n)?;
+            (n > 0).then_some(best)
+        })
+        .collect();
+    let mut parts = Vec::new();
+    let mut merged = Vec::new();
+    let mut split = Vec::new();
+    for c in 0..k_true {
+        let own: Vec<usize> = (0..counts.len())
+            .filter(|&k| majority[k] == Some(c))
+            .collect();
+        let total: u64 = counts.iter().map(|row| row[c]).sum();
+        if own.is_empty() && total > 0 {
+            let (k, n) = counts
+                .iter()
+                .map(|row| row[c])
+                .enumerate()
+                .rev()
+                .max_by_key(|&(_, n)| n)
+                .unwrap_or((0, 0));
+            let host = majority[k].map_or_else(|| "?".to_string(), name);
+            merged.push(format!(
+                "{} ({:.0}% in cluster {k}, majority {host})",
+                name(c),
+                100.0 * n as f64 / total as f64
+            ));
+        } else if own.len() > 1 {
+            let ks: Vec<String> = own.iter().map(usize::to_string).collect();
+            split.push(format!("{} (clusters {})", name(c), ks.join(", ")));
+        }
+    }
+    if !merged.is_empty() {
+        parts.push(format!("no cluster of its own: {}", merged.join("; ")));
+    }
+    if !split.is_empty() {
+        parts.push(format!("majority of several: {}", split.join("; ")));
+    }
+    let empty: Vec<String> = (0..counts.len())
+        .filter(|&k| majority[k].is_none())
+        .map(|k| k.to_string())
+        .collect();
+    if !empty.is_empty() {
+        parts.push(format!("empty clusters: {}", empty.join(", ")));
+    }
+    if parts.is_empty() {
+        "one cluster per class".into()
+    } else {
+        parts.join("; ")
+    }
+}
+
 /// All four scores.
 pub fn scores(pred: &[u32], truth: &[u32]) -> Scores {
     Scores {
@@ -235,6 +318,29 @@ mod tests {
         close(ari(&p, &t), 0.0);
         close(nmi(&p, &t), 0.0);
         close(acc(&p, &t), 0.5);
+    }
+
+    #[test]
+    fn counts_and_their_summary() {
+        let m = cluster_class_counts(&PRED, &TRUTH, 4, 3);
+        assert_eq!(
+            m,
+            vec![vec![1, 4, 1], vec![5, 1, 0], vec![1, 1, 5], vec![0, 0, 1]]
+        );
+        assert_eq!(
+            majority_summary(&m, &[]),
+            "majority of several: 2 (clusters 2, 3)"
+        );
+        // class b has no cluster of its own (a tie goes to the lower cluster), cluster 2 is empty
+        let m = cluster_class_counts(&[0, 0, 0, 1, 1, 1, 7], &[0, 0, 1, 1, 2, 2, 0], 3, 3);
+        assert_eq!(m, vec![vec![2, 1, 0], vec![0, 1, 2], vec![0, 0, 0]]);
+        let names: Vec<String> = ["a", "b", "c"].map(String::from).to_vec();
+        assert_eq!(
+            majority_summary(&m, &names),
+            "no cluster of its own: b (50% in cluster 0, majority a); empty clusters: 2"
+        );
+        let perfect = cluster_class_counts(&[1, 1, 0], &[0, 0, 1], 2, 2);
+        assert_eq!(majority_summary(&perfect, &names), "one cluster per class");
     }
 
     const SK_ARI: f64 = 0.27648578811369506;

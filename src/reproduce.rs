@@ -8,7 +8,7 @@
 use crate::data::{self, Dataset, LabelColumn, LoadOptions, Preprocess};
 use crate::error::{AecmError, Result};
 use crate::figures::{self, Figure, Series};
-use crate::metrics::Scores;
+use crate::metrics::{self, Scores};
 use crate::train::{self, Event, Init, ModelKind, RunResult, Seeding, TrainConfig, Trainer};
 use crate::util::atomic_write;
 use burn::tensor::Device;
@@ -118,6 +118,11 @@ pub struct StoredRun {
     /// come from. The Markdown table lists every such run under the table.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+    /// The final clustering against the labels: samples per (cluster, class), `counts[k][c]`
+    /// (see [`metrics::cluster_class_counts`]); which classes a poor run merged or split. None
+    /// without labels and in records written before the fourteenth session.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub counts: Option<Vec<Vec<u64>>>,
 }
 
 /// Options of a reproduction.
@@ -758,6 +763,7 @@ pub fn run_job(
     if cfg.clusters == 0 {
         cfg.clusters = ds.n_classes().max(1);
     }
+    let clusters = cfg.clusters;
     let checked = cfg.check(ds.n, ds.d)?;
     let r: RunResult = if checked.model.is_neural() {
         let t = Trainer::new(checked, ds.clone(), device.clone(), device_name)?;
@@ -779,6 +785,10 @@ pub fn run_job(
         config: Some(job.cfg.clone()),
         km_on_embedding: r.km_on_embedding,
         note: None,
+        counts: ds
+            .labels
+            .as_ref()
+            .map(|l| metrics::cluster_class_counts(&r.assignments, l, clusters, ds.n_classes())),
     })
 }
 
@@ -978,8 +988,11 @@ pub fn reproduce(
                     100.0 * s.acc
                 )
             });
+            let clusters = stored.counts.as_ref().map_or(String::new(), |m| {
+                format!(" ({})", metrics::majority_summary(m, &ds.label_names))
+            });
             eprintln!(
-                "[{done}/{n}] {name}{scores} in {:.1} s; ETA {}",
+                "[{done}/{n}] {name}{scores}{clusters} in {:.1} s; ETA {}",
                 stored.wall_s,
                 hms(eta)
             );
@@ -1096,6 +1109,7 @@ pub fn rows(exp: &str, runs: &[StoredRun]) -> Vec<Row> {
                 scores: Some(*km),
                 km_on_embedding: None,
                 note: None,
+                counts: None,
                 ..r.clone()
             })
         })
@@ -1340,6 +1354,7 @@ mod tests {
             config: cfg,
             km_on_embedding: None,
             note: None,
+            counts: None,
         })
         .expect("json")
     }
@@ -1395,6 +1410,7 @@ mod tests {
             config: None,
             km_on_embedding: None,
             note: None,
+            counts: None,
         };
         let runs: Vec<StoredRun> = K_SWEEP_ORDER.iter().map(|&k| run(k)).collect();
         let hom: Vec<f64> = rows("k-sweep", &runs)
@@ -1544,6 +1560,7 @@ mod tests {
             config: None,
             km_on_embedding: Some(sc(km)),
             note: None,
+            counts: None,
         };
         let rows = rows(
             "aecm-table",
@@ -1603,6 +1620,7 @@ mod tests {
             config: None,
             km_on_embedding: None,
             note: None,
+            counts: None,
         };
         let text = serde_json::to_string(&written).expect("json");
         assert!(!text.contains("note"), "{text}");

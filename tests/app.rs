@@ -184,6 +184,11 @@ fn exports_and_saved_runs() {
         h.get_by_label("SVG").click();
         h.step();
     }
+    // the confusion tab (shown last) says what the clustering did to the classes
+    let (_, counts) = h.state().confusion().expect("labels and a snapshot");
+    let names = h.state().data.as_ref().expect("data").label_names.clone();
+    let summary = aecm::metrics::majority_summary(&counts, &names);
+    assert!(h.query_by_label(&summary).is_some(), "not shown: {summary}");
     h.get_by_label("Export data (CSV)").click();
     assert!(
         wait_until(&mut h, 60.0, |a| a.written.len() >= 11),

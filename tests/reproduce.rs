@@ -29,6 +29,20 @@ fn reduced_ablation_writes_tables_and_resumes() {
     ablation(&out, "2");
     let stored = out.join("runs/gaussians5/cm-random-E1E2E3E4/seed-1.json");
     assert!(stored.is_file());
+    // the record keeps the final clustering against the labels: 5 clusters x 5 classes
+    let rec: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&stored).unwrap()).unwrap();
+    let counts = rec["counts"].as_array().expect("counts in the record");
+    assert_eq!(counts.len(), 5);
+    let total: u64 = counts
+        .iter()
+        .map(|row| {
+            let row = row.as_array().unwrap();
+            assert_eq!(row.len(), 5);
+            row.iter().map(|c| c.as_u64().unwrap()).sum::<u64>()
+        })
+        .sum();
+    assert!(total > 0);
     let before = std::fs::metadata(&stored).unwrap().modified().unwrap();
     let csv = std::fs::read_to_string(out.join("ablation.csv")).unwrap();
     let lines: Vec<&str> = csv.lines().collect();

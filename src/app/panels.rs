@@ -832,6 +832,7 @@ impl ExplorerApp {
             return;
         };
         let names = self.class_names();
+        ui.label(majority_summary(&m, &names));
         let maxv = m.iter().flatten().copied().max().unwrap_or(1).max(1) as f32;
         egui::ScrollArea::both().show(ui, |ui| {
             egui::Grid::new("confusion-grid")

@@ -304,19 +304,12 @@ impl ExplorerApp {
 
     /// Confusion matrix (clusters ordered by their matched class) as rows x classes, with the
     /// cluster order.
-    pub fn confusion(&self) -> Option<(Vec<usize>, Vec<Vec<usize>>)> {
+    pub fn confusion(&self) -> Option<(Vec<usize>, Vec<Vec<u64>>)> {
         let s = self.run.snapshot.as_ref()?;
         let labels = self.data.as_ref()?.labels.as_ref()?;
         let k = s.sizes.len();
         let kt = self.data.as_ref()?.n_classes();
-        let mut m = vec![vec![0usize; kt]; k];
-        for (&p, &t) in s.assignments.iter().zip(labels) {
-            if let Some(row) = m.get_mut(p as usize)
-                && let Some(c) = row.get_mut(t as usize)
-            {
-                *c += 1;
-            }
-        }
+        let m = cluster_class_counts(&s.assignments, labels, k, kt);
         let map = hungarian_map(&s.assignments, labels, k, kt);
         let mut order: Vec<usize> = (0..k).collect();
         order.sort_by_key(|&c| map[c].unwrap_or(usize::MAX));
