@@ -1196,6 +1196,20 @@ mod tests {
         crate::data::generate("blobs", Some(90), 3).unwrap()
     }
 
+    /// Asserts that two parameter lists agree element by element within `tol * (1 + |b|)`.
+    fn assert_params_close(a: &[HostMat], b: &[HostMat], tol: f32, what: &str) {
+        assert_eq!(a.len(), b.len(), "{what}: parameter counts");
+        for (p, (a, b)) in a.iter().zip(b).enumerate() {
+            assert_eq!(a.data.len(), b.data.len(), "{what}: param {p} sizes");
+            for (j, (x, y)) in a.data.iter().zip(&b.data).enumerate() {
+                assert!(
+                    (x - y).abs() <= tol * (1.0 + y.abs()),
+                    "{what} param {p}[{j}]: {x} vs {y}"
+                );
+            }
+        }
+    }
+
     /// A small AE-CM for the blobs (8-5-2 encoder, K 3, batches of 32 in every phase), pre-trained
     /// init; tests change epochs, seed and the option under test.
     fn tiny_aecm() -> TrainConfig {
@@ -1274,14 +1288,7 @@ mod tests {
         };
         let (ps, (pred_s, lsp_s)) = run(true);
         let (pd, (pred_d, lsp_d)) = run(false);
-        for (i, (a, b)) in ps.iter().zip(&pd).enumerate() {
-            for (j, (x, y)) in a.data.iter().zip(&b.data).enumerate() {
-                assert!(
-                    (x - y).abs() <= 1e-4 * (1.0 + y.abs()),
-                    "param {i}[{j}]: {x} vs {y}"
-                );
-            }
-        }
+        assert_params_close(&ps, &pd, 1e-4, "sparse vs dense");
         assert_eq!(pred_s, pred_d);
         assert!(
             (lsp_s - lsp_d).abs() <= 1e-4 * lsp_d.abs(),
@@ -1373,14 +1380,7 @@ mod tests {
         };
         let (host, (pred_h, lsp_h)) = train(false);
         let (auto, (pred_a, lsp_a)) = train(true);
-        for (p, (a, b)) in host.iter().zip(&auto).enumerate() {
-            for (j, (x, y)) in a.data.iter().zip(&b.data).enumerate() {
-                assert!(
-                    (x - y).abs() <= 1e-4 * (1.0 + y.abs()),
-                    "param {p}[{j}]: {x} vs {y}"
-                );
-            }
-        }
+        assert_params_close(&host, &auto, 1e-4, "host vs autodiff");
         assert_eq!(pred_h, pred_a);
         assert!(
             (lsp_h - lsp_a).abs() <= 1e-4 * (1.0 + lsp_a.abs()),
@@ -1532,14 +1532,7 @@ mod tests {
             let (host, (pred_h, lsp_h), mid_h, hist_h) = train(false);
             let (auto, (pred_a, lsp_a), mid_a, hist_a) = train(true);
             let close = |a: &[HostMat], b: &[HostMat], what: &str| {
-                for (p, (a, b)) in a.iter().zip(b).enumerate() {
-                    for (j, (x, y)) in a.data.iter().zip(&b.data).enumerate() {
-                        assert!(
-                            (x - y).abs() <= 1e-3 * (1.0 + y.abs()),
-                            "{init:?} {what} param {p}[{j}]: {x} vs {y}"
-                        );
-                    }
-                }
+                assert_params_close(a, b, 1e-3, &format!("{init:?} {what}"));
             };
             close(&host, &auto, "final");
             let ((ph, ch, (prh, _)), (pa, ca, (pra, _))) = (mid_h.unwrap(), mid_a.unwrap());
