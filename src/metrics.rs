@@ -203,10 +203,10 @@ pub fn cluster_class_counts(
     m
 }
 
-/// What a clustering did to the classes, read from [`cluster_class_counts`]: the classes that are
-/// the majority of no cluster (merged into another class's cluster, with the share of them that
-/// lies in the cluster holding most of them), the classes that are the majority of several
-/// clusters (split), and the empty clusters. `names[c]` names class `c` (its index where missing).
+/// What a clustering did to the classes, read from [`cluster_class_counts`]: "merged:" the classes
+/// that are the majority of no cluster (with the share of them in the cluster holding most of
+/// them, and that cluster's majority class), "split:" the classes that are the majority of several
+/// clusters, "empty:" the empty clusters. `names[c]` names class `c` (its index where missing).
 /// "one cluster per class" when every class is the majority of exactly one cluster.
 pub fn majority_summary(counts: &[Vec<u64>], names: &[String]) -> String {
     let k_true = counts.first().map_or(0, Vec::len);
@@ -237,32 +237,43 @@ pub fn majority_summary(counts: &[Vec<u64>], names: &[String]) -> String {
                 .unwrap_or((0, 0));
             let host = majority[k].map_or_else(|| "?".to_string(), name);
             merged.push(format!(
-                "{} ({:.0}% in cluster {k}, majority {host})",
+                "class {} ({:.0}% in cluster {k} of class {host})",
                 name(c),
                 100.0 * n as f64 / total as f64
             ));
         } else if own.len() > 1 {
-            let ks: Vec<String> = own.iter().map(usize::to_string).collect();
-            split.push(format!("{} (clusters {})", name(c), ks.join(", ")));
+            split.push(format!("class {} (clusters {})", name(c), and_list(&own)));
         }
     }
     if !merged.is_empty() {
-        parts.push(format!("no cluster of its own: {}", merged.join("; ")));
+        parts.push(format!("merged: {}", merged.join(", ")));
     }
     if !split.is_empty() {
-        parts.push(format!("majority of several: {}", split.join("; ")));
+        parts.push(format!("split: {}", split.join(", ")));
     }
-    let empty: Vec<String> = (0..counts.len())
+    let empty: Vec<usize> = (0..counts.len())
         .filter(|&k| majority[k].is_none())
-        .map(|k| k.to_string())
         .collect();
     if !empty.is_empty() {
-        parts.push(format!("empty clusters: {}", empty.join(", ")));
+        let s = if empty.len() > 1 { "s" } else { "" };
+        parts.push(format!("empty: cluster{s} {}", and_list(&empty)));
     }
     if parts.is_empty() {
         "one cluster per class".into()
     } else {
         parts.join("; ")
+    }
+}
+
+/// "3", "3 and 5", "3, 5 and 8".
+fn and_list(v: &[usize]) -> String {
+    match v {
+        [] => String::new(),
+        [one] => one.to_string(),
+        [rest @ .., last] => {
+            let rest: Vec<String> = rest.iter().map(usize::to_string).collect();
+            format!("{} and {last}", rest.join(", "))
+        }
     }
 }
 
@@ -329,7 +340,7 @@ mod tests {
         );
         assert_eq!(
             majority_summary(&m, &[]),
-            "majority of several: 2 (clusters 2, 3)"
+            "split: class 2 (clusters 2 and 3)"
         );
         // class b has no cluster of its own (a tie goes to the lower cluster), cluster 2 is empty
         let m = cluster_class_counts(&[0, 0, 0, 1, 1, 1, 7], &[0, 0, 1, 1, 2, 2, 0], 3, 3);
@@ -337,10 +348,11 @@ mod tests {
         let names: Vec<String> = ["a", "b", "c"].map(String::from).to_vec();
         assert_eq!(
             majority_summary(&m, &names),
-            "no cluster of its own: b (50% in cluster 0, majority a); empty clusters: 2"
+            "merged: class b (50% in cluster 0 of class a); empty: cluster 2"
         );
         let perfect = cluster_class_counts(&[1, 1, 0], &[0, 0, 1], 2, 2);
         assert_eq!(majority_summary(&perfect, &names), "one cluster per class");
+        assert_eq!(and_list(&[3, 5, 8]), "3, 5 and 8");
     }
 
     const SK_ARI: f64 = 0.27648578811369506;

@@ -125,6 +125,18 @@ pub struct StoredRun {
     pub counts: Option<Vec<Vec<u64>>>,
 }
 
+impl StoredRun {
+    /// "DATASET GROUP seed N", as the log names the run.
+    pub fn label(&self) -> String {
+        format!(
+            "{} {} seed {}",
+            self.dataset,
+            group_name(&self.model, &self.init, &self.variant),
+            self.seed
+        )
+    }
+}
+
 /// Options of a reproduction.
 #[derive(Debug, Clone)]
 pub struct ReproOptions {
@@ -1258,13 +1270,33 @@ pub fn write_tables(exp: &str, out: &Path, runs: &[StoredRun], device: &str) -> 
         for r in noted {
             let _ = writeln!(
                 md,
-                "- {} {} seed {}: {}",
-                r.dataset,
-                group_name(&r.model, &r.init, &r.variant),
-                r.seed,
+                "- {}: {}",
+                r.label(),
                 r.note.as_deref().unwrap_or_default()
             );
         }
+    }
+    let traced: Vec<(&StoredRun, &Vec<Vec<u64>>)> = runs
+        .iter()
+        .filter_map(|r| Some((r, r.counts.as_ref()?)))
+        .collect();
+    if !traced.is_empty() {
+        md.push_str(
+            "\n<details><summary>What each run did to the classes (from the clusters x classes \
+             counts its record keeps; classes by index)</summary>\n\n",
+        );
+        for (r, counts) in traced {
+            let ari = r
+                .scores
+                .map_or(String::new(), |s| format!(" (ARI {:.1})", 100.0 * s.ari));
+            let _ = writeln!(
+                md,
+                "- {}{ari}: {}",
+                r.label(),
+                metrics::majority_summary(counts, &[])
+            );
+        }
+        md.push_str("\n</details>\n");
     }
     if let Some(fig) = k_sweep_figure(exp, &rows) {
         // the paper's figure: ARI and homogeneity against K (means over the runs)

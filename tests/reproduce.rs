@@ -59,6 +59,16 @@ fn reduced_ablation_writes_tables_and_resumes() {
     assert!((-100.0..=100.0).contains(&mean));
     let md = std::fs::read_to_string(out.join("ablation.md")).unwrap();
     assert!(md.contains("| gaussians5 | cm | random | E1E2E3E4 | ari | 2 |"));
+    // under the table, what each run did to the classes, read from the records' counts
+    assert!(md.contains("<details><summary>What each run did to the classes"));
+    let line = md
+        .lines()
+        .find(|l| l.starts_with("- gaussians5 cm-random-E1E2E3E4 seed 1 (ARI "))
+        .expect("a line for seed 1");
+    assert!(
+        line.contains("one cluster per class") || line.contains("merged: class "),
+        "{line}"
+    );
     let tex = std::fs::read_to_string(out.join("ablation.tex")).unwrap();
     assert!(tex.starts_with("\\begin{tabular}") && tex.contains("E1E4"));
     // a second call finds every run stored and does not run it again
