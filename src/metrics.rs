@@ -206,7 +206,8 @@ pub fn cluster_class_counts(
 /// What a clustering did to the classes, read from [`cluster_class_counts`]: "merged:" the classes
 /// that are the majority of no cluster (with the share of them in the cluster holding most of
 /// them, and that cluster's majority class), "split:" the classes that are the majority of several
-/// clusters, "empty:" the empty clusters. `names[c]` names class `c` (its index where missing).
+/// clusters, "mixed:" the clusters whose second class holds a quarter of them or more (with their
+/// two largest classes' shares), "empty:" the empty clusters. `names[c]` names class `c` (its index where missing).
 /// "one cluster per class" when every class is the majority of exactly one cluster.
 pub fn majority_summary(counts: &[Vec<u64>], names: &[String]) -> String {
     let k_true = counts.first().map_or(0, Vec::len);
@@ -250,6 +251,30 @@ pub fn majority_summary(counts: &[Vec<u64>], names: &[String]) -> String {
     }
     if !split.is_empty() {
         parts.push(format!("split: {}", split.join(", ")));
+    }
+    // clusters whose second class holds at least a quarter of them
+    let mixed: Vec<String> = counts
+        .iter()
+        .enumerate()
+        .filter_map(|(k, row)| {
+            let size: u64 = row.iter().sum();
+            let mut by_size: Vec<(usize, u64)> = row.iter().copied().enumerate().collect();
+            by_size.sort_by_key(|&(c, n)| (std::cmp::Reverse(n), c));
+            let (&(c1, n1), &(c2, n2)) = (by_size.first()?, by_size.get(1)?);
+            let pct = |n: u64| 100.0 * n as f64 / size as f64;
+            (size > 0 && 4 * n2 >= size).then(|| {
+                format!(
+                    "cluster {k} ({} {:.0}%, {} {:.0}%)",
+                    name(c1),
+                    pct(n1),
+                    name(c2),
+                    pct(n2)
+                )
+            })
+        })
+        .collect();
+    if !mixed.is_empty() {
+        parts.push(format!("mixed: {}", mixed.join(", ")));
     }
     let empty: Vec<usize> = (0..counts.len())
         .filter(|&k| majority[k].is_none())
@@ -342,13 +367,15 @@ mod tests {
             majority_summary(&m, &[]),
             "split: class 2 (clusters 2 and 3)"
         );
-        // class b has no cluster of its own (a tie goes to the lower cluster), cluster 2 is empty
+        // class b has no cluster of its own (a tie goes to the lower cluster) and is a third of
+        // clusters 0 and 1, cluster 2 is empty
         let m = cluster_class_counts(&[0, 0, 0, 1, 1, 1, 7], &[0, 0, 1, 1, 2, 2, 0], 3, 3);
         assert_eq!(m, vec![vec![2, 1, 0], vec![0, 1, 2], vec![0, 0, 0]]);
         let names: Vec<String> = ["a", "b", "c"].map(String::from).to_vec();
         assert_eq!(
             majority_summary(&m, &names),
-            "merged: class b (50% in cluster 0 of class a); empty: cluster 2"
+            "merged: class b (50% in cluster 0 of class a); \
+             mixed: cluster 0 (a 67%, b 33%), cluster 1 (c 67%, b 33%); empty: cluster 2"
         );
         let perfect = cluster_class_counts(&[1, 1, 0], &[0, 0, 1], 2, 2);
         assert_eq!(majority_summary(&perfect, &names), "one cluster per class");
