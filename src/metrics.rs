@@ -152,10 +152,19 @@ pub fn hungarian_map(
     k_pred: usize,
     k_true: usize,
 ) -> Vec<Option<usize>> {
+    match_clusters(&cluster_class_counts(pred, truth, k_pred, k_true))
+}
+
+/// [`hungarian_map`] from the clusters x classes counts ([`cluster_class_counts`]).
+pub fn match_clusters(counts: &[Vec<u64>]) -> Vec<Option<usize>> {
+    let k_pred = counts.len();
+    let k_true = counts.first().map_or(0, Vec::len);
     let m = k_pred.max(k_true).max(1);
     let mut w = vec![0i64; m * m];
-    for (&p, &t) in pred.iter().zip(truth) {
-        w[p as usize * m + t as usize] += 1;
+    for (k, row) in counts.iter().enumerate() {
+        for (c, &n) in row.iter().enumerate() {
+            w[k * m + c] = i64::try_from(n).unwrap_or(i64::MAX);
+        }
     }
     let Ok(weights) = pathfinding::matrix::Matrix::from_vec(m, m, w) else {
         return vec![None; k_pred];

@@ -73,6 +73,11 @@ impl Job {
     }
 }
 
+/// "DATASET GROUP seed N": a run in the log and under the Markdown table.
+fn run_label(dataset: &str, group: &str, seed: u64) -> String {
+    format!("{dataset} {group} seed {seed}")
+}
+
 /// `MODEL-INIT[-VARIANT]`: a group of runs as the run folders and `--only` name it.
 fn group_name(model: &str, init: &str, variant: &str) -> String {
     if variant.is_empty() {
@@ -126,13 +131,12 @@ pub struct StoredRun {
 }
 
 impl StoredRun {
-    /// "DATASET GROUP seed N", as the log names the run.
+    /// "DATASET GROUP seed N", as the log names the run ([`run_label`]).
     pub fn label(&self) -> String {
-        format!(
-            "{} {} seed {}",
-            self.dataset,
-            group_name(&self.model, &self.init, &self.variant),
-            self.seed
+        run_label(
+            &self.dataset,
+            &group_name(&self.model, &self.init, &self.variant),
+            self.seed,
         )
     }
 }
@@ -949,7 +953,7 @@ pub fn reproduce(
             cache.insert(key.clone(), load_dataset(key, o.data_dir.as_deref())?);
         }
         let Some(ds) = cache.get(key) else { continue };
-        let name = format!("{} {} seed {}", key, job.group(), job.cfg.seed);
+        let name = run_label(key, &job.group(), job.cfg.seed);
         pb.set_message(name.clone());
         if lines {
             eprintln!("[{}/{n}] {name}: started", i + 1);

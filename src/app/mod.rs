@@ -12,7 +12,7 @@ pub mod worker;
 use crate::data::{self, Dataset, Header, LabelColumn, LoadOptions, Preprocess};
 use crate::device::DeviceChoice;
 use crate::figures::{self, Figure, Series, category_color};
-use crate::metrics::{Scores, cluster_class_counts, hungarian_map, majority_summary};
+use crate::metrics::{Scores, cluster_class_counts, majority_summary, match_clusters};
 use crate::model::HostMat;
 use crate::projection::{self, UmapSettings};
 use crate::train::{EpochRecord, Event, Init, ModelKind, Seeding, TrainConfig};

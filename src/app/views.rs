@@ -310,7 +310,7 @@ impl ExplorerApp {
         let k = s.sizes.len();
         let kt = self.data.as_ref()?.n_classes();
         let m = cluster_class_counts(&s.assignments, labels, k, kt);
-        let map = hungarian_map(&s.assignments, labels, k, kt);
+        let map = match_clusters(&m);
         let mut order: Vec<usize> = (0..k).collect();
         order.sort_by_key(|&c| map[c].unwrap_or(usize::MAX));
         Some((order, m))
