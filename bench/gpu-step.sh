@@ -6,20 +6,21 @@
 #    timed with timestamp queries, steps serialised; the table goes to the log);
 #    `aecm bench --device wgpu` on the AE-CM step cases with each product tile choice
 #    (AECM_GPU_TILES unset = the vec4 kernels chosen per shape; a22 = the first, array kernel),
-#    and with AECM_GPU_SPLITK=auto (profile and bench);
+#    and with AECM_GPU_SPLITK=off (split k is on by default since the fifteenth session);
 # 3. one warm AE-CM epoch on all 70,000 MNIST images with its evaluation (`--data-dir`);
 # 4. PyTorch's reference step on CUDA, same card (`bench/reference.py --device cuda --epoch`);
 # 5. AE-CM from random init with the paper's settings (150 epochs) on MNIST, seeds 0..RUNS-1
-#    (default 5), until SECONDS (default 400) have passed: `aecm reproduce --experiment
-#    aecm-table --only aecm-random --device wgpu` (resumable: OUT_DIR/repro may hold earlier
-#    runs); the runs and tables end in OUT_DIR/repro.tgz.
+#    (default 20, the paper's count), until SECONDS (default 400) have passed: `aecm reproduce
+#    --experiment aecm-table --only aecm-random --device wgpu`, resumed from the runs the
+#    repository keeps (repro_results/records/aecm-table, copied into OUT_DIR/repro), so only new
+#    seeds run (about 75 s each on an H200); the runs and tables end in OUT_DIR/repro.tgz.
 # Everything is logged to OUT_DIR/gpu-step.log; each step has its own time limit.
 set -u
 BIN=$1
 DATA=$2
 OUT=$3
 BUDGET=${4:-400}
-RUNS=${5:-5}
+RUNS=${5:-20}
 mkdir -p "$OUT"
 LOG=$OUT/gpu-step.log
 START=$SECONDS
@@ -35,16 +36,17 @@ for t in auto a22; do
   AECM_GPU_TILES=$t run 40 "$BIN" bench --device wgpu --cases aecm-mnist,aecm-pendigits --reps 5 \
     --json "$OUT/bench-$t.json"
 done
-# split k for the products of few workgroups and deep k (off by default until measured)
-AECM_GPU_SPLITK=auto AECM_GPU_PROFILE=1 run 40 "$BIN" bench --device wgpu --cases aecm-mnist --reps 1
-AECM_GPU_SPLITK=auto run 40 "$BIN" bench --device wgpu --cases aecm-mnist,aecm-pendigits --reps 5 \
-  --json "$OUT/bench-splitk.json"
+# without split k for the products of few workgroups and deep k (on by default)
+AECM_GPU_SPLITK=off run 40 "$BIN" bench --device wgpu --cases aecm-mnist,aecm-pendigits --reps 5 \
+  --json "$OUT/bench-nosplit.json"
 run 90 "$BIN" bench --device wgpu --cases aecm-mnist --data-dir "$DATA" --reps 3 --json "$OUT/bench-real.json"
 if python3 -c "import torch, sys; sys.exit(not torch.cuda.is_available())" 2>/dev/null; then
   run 60 python3 bench/reference.py --device cuda --reps 5 --epoch >"$OUT/torch-cuda.json"
   tee -a "$LOG" <"$OUT/torch-cuda.json"
 fi
 R=$OUT/repro
+mkdir -p "$R"
+[ -d repro_results/records/aecm-table/runs ] && cp -r repro_results/records/aecm-table/runs "$R/"
 # the reproduction only when a step is fast enough for 150 epochs in a few minutes
 if ! python3 -c "import json,sys; sys.exit(json.load(open('$OUT/bench-auto.json'))['cases'][0]['ms_per_step'] > ${MAX_MS:-4})"; then
   say "step too slow for the reproduction: skipped"

@@ -128,6 +128,10 @@ pub struct StoredRun {
     /// without labels and in records written before the fourteenth session.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub counts: Option<Vec<Vec<u64>>>,
+    /// The device that trained the run, as `aecm devices` names it (its wall time depends on
+    /// it). None in records written before the fifteenth session (all on the 2-core CPU).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device: Option<String>,
 }
 
 impl StoredRun {
@@ -139,6 +143,37 @@ impl StoredRun {
             self.seed,
         )
     }
+
+    /// The device that trained the run: records from before devices were recorded were all
+    /// trained on the 2-core CPU.
+    pub fn device_name(&self) -> &str {
+        self.device.as_deref().unwrap_or(CPU_NAME)
+    }
+}
+
+/// What `aecm devices` calls the CPU backend.
+const CPU_NAME: &str = "cpu (burn flex)";
+
+/// The mean wall time per run of `runs`, one figure per device when they ran on several
+/// ("3511 on cpu x5, 80 on wgpu x8"; the device's first word).
+fn wall_cell(runs: &[&StoredRun]) -> String {
+    let mut by: BTreeMap<&str, (f64, usize)> = BTreeMap::new();
+    for r in runs {
+        let e = by.entry(r.device_name()).or_default();
+        e.0 += r.wall_s;
+        e.1 += 1;
+    }
+    if by.len() <= 1 {
+        let n = runs.len().max(1) as f64;
+        return format!("{:.1}", runs.iter().map(|r| r.wall_s).sum::<f64>() / n);
+    }
+    by.iter()
+        .map(|(d, (s, n))| {
+            let short = d.split_whitespace().next().unwrap_or(d);
+            format!("{:.0} on {short} x{n}", s / *n as f64)
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// Options of a reproduction.
@@ -805,6 +840,7 @@ pub fn run_job(
             .labels
             .as_ref()
             .map(|l| metrics::cluster_class_counts(&r.assignments, l, clusters, ds.n_classes())),
+        device: Some(device_name.to_string()),
     })
 }
 
@@ -1112,6 +1148,8 @@ pub struct Row {
     pub paper: Option<f64>,
     /// Mean wall time per run.
     pub wall_s: f64,
+    /// The table's cell for it: the mean, or one mean per device ([`wall_cell`]).
+    pub wall: String,
 }
 
 /// Aggregates stored runs into table rows.
@@ -1190,6 +1228,7 @@ pub fn rows(exp: &str, runs: &[StoredRun]) -> Vec<Row> {
                 lsp_selected: sel.and_then(|r| r.scores.as_ref().and_then(get)),
                 paper: paper_value(exp, &ds, &model, &init, &variant, metric),
                 wall_s: rs.iter().map(|r| r.wall_s).sum::<f64>() / rs.len() as f64,
+                wall: wall_cell(&rs),
             });
         }
     }
@@ -1203,6 +1242,15 @@ fn opt(v: Option<f64>) -> String {
 /// Writes `EXP.md`, `EXP.csv` and `EXP.tex` into `out`.
 pub fn write_tables(exp: &str, out: &Path, runs: &[StoredRun], device: &str) -> Result<()> {
     let rows = rows(exp, runs);
+    // the devices that trained the runs (the one of this call where none is stored yet)
+    let mut devices: Vec<&str> = runs.iter().map(StoredRun::device_name).collect();
+    devices.sort_unstable();
+    devices.dedup();
+    let device = if devices.is_empty() {
+        device.to_string()
+    } else {
+        devices.join(" and ")
+    };
     let mut csv = String::from(
         "experiment,dataset,model,init,variant,metric,runs,mean,std,best,lsp_selected,paper\n",
     );
@@ -1239,7 +1287,7 @@ pub fn write_tables(exp: &str, out: &Path, runs: &[StoredRun], device: &str) -> 
             .unwrap_or_default();
         let _ = writeln!(
             md,
-            "| {} | {} | {} | {} | {} | {} | {:.1} ± {:.1} | {:.1} | {} | {} | {diff} | {:.1} |",
+            "| {} | {} | {} | {} | {} | {} | {:.1} ± {:.1} | {:.1} | {} | {} | {diff} | {} |",
             r.dataset,
             r.model,
             r.init,
@@ -1251,7 +1299,7 @@ pub fn write_tables(exp: &str, out: &Path, runs: &[StoredRun], device: &str) -> 
             r.best,
             opt(r.lsp_selected),
             opt(r.paper),
-            r.wall_s
+            r.wall
         );
         let _ = writeln!(
             tex,
@@ -1293,11 +1341,13 @@ pub fn write_tables(exp: &str, out: &Path, runs: &[StoredRun], device: &str) -> 
             let ari = r
                 .scores
                 .map_or(String::new(), |s| format!(" (ARI {:.1})", 100.0 * s.ari));
+            let device = r.device_name();
             let _ = writeln!(
                 md,
-                "- {}{ari}: {}",
+                "- {}{ari}: {} ({:.0} s on {device})",
                 r.label(),
-                metrics::majority_summary(counts, &[])
+                metrics::majority_summary(counts, &[]),
+                r.wall_s
             );
         }
         md.push_str("\n</details>\n");
@@ -1391,6 +1441,7 @@ mod tests {
             km_on_embedding: None,
             note: None,
             counts: None,
+            device: None,
         })
         .expect("json")
     }
@@ -1447,6 +1498,7 @@ mod tests {
             km_on_embedding: None,
             note: None,
             counts: None,
+            device: None,
         };
         let runs: Vec<StoredRun> = K_SWEEP_ORDER.iter().map(|&k| run(k)).collect();
         let hom: Vec<f64> = rows("k-sweep", &runs)
@@ -1597,6 +1649,7 @@ mod tests {
             km_on_embedding: Some(sc(km)),
             note: None,
             counts: None,
+            device: None,
         };
         let rows = rows(
             "aecm-table",
@@ -1621,6 +1674,17 @@ mod tests {
             .find(|r| r.model == "aecm" && r.metric == "ari")
             .expect("an aecm row");
         assert!((ae.mean - 60.0).abs() < 1e-9);
+        assert_eq!(ae.wall, "1.0", "one device: the mean wall time");
+        // runs on two devices: one mean wall time per device (old records: the CPU)
+        let gpu = |seed: u64, wall_s: f64| StoredRun {
+            wall_s,
+            device: Some("wgpu (NVIDIA H200, Vulkan)".into()),
+            ..run(seed, 0.5, 0.5, 1.0)
+        };
+        let mixed = [run(0, 0.5, 0.6, 10.0), gpu(1, 80.0), gpu(2, 70.0)];
+        let ae = super::rows("aecm-table", &mixed).remove(0);
+        assert_eq!(ae.wall, "1 on cpu x1, 75 on wgpu x2");
+        assert!((ae.wall_s - 151.0 / 3.0).abs() < 1e-9);
     }
 
     /// A record rebuilt by hand (no homogeneity, a note) is read, counts in the tables beside
@@ -1657,6 +1721,7 @@ mod tests {
             km_on_embedding: None,
             note: None,
             counts: None,
+            device: None,
         };
         let text = serde_json::to_string(&written).expect("json");
         assert!(!text.contains("note"), "{text}");

@@ -32,6 +32,10 @@ fn reduced_ablation_writes_tables_and_resumes() {
     // the record keeps the final clustering against the labels: 5 clusters x 5 classes
     let rec: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&stored).unwrap()).unwrap();
+    assert_eq!(
+        rec["device"], "cpu (burn flex)",
+        "the record names the device that trained it"
+    );
     let counts = rec["counts"].as_array().expect("counts in the record");
     assert_eq!(counts.len(), 5);
     let total: u64 = counts
@@ -66,6 +70,10 @@ fn reduced_ablation_writes_tables_and_resumes() {
         .find(|l| l.starts_with("- gaussians5 cm-random-E1E2E3E4 seed 1 (ARI "))
         .expect("a line for seed 1");
     let (_, summary) = line.split_once("): ").expect("a summary after the ARI");
+    // then its wall time and the device that trained it
+    let (summary, _) = summary
+        .split_once(" s on cpu (burn flex))")
+        .expect("the device after the summary");
     assert!(
         [
             "one cluster per class",

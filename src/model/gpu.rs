@@ -15,9 +15,10 @@
 //! step: the loss terms of every step stay in a GPU buffer until [`GpuStep::take_terms`]; at
 //! most three steps are queued ahead of the GPU.
 //!
-//! Measured on an NVIDIA H200 with the first product kernel (`gemm.wgsl`): 14.4 ms per AE-CM
-//! MNIST step, latency-bound in the products; `gemm4.wgsl` (registers instead of arrays) and
-//! split k are not measured on a GPU yet (BENCHMARKS.md, "Our own GPU step").
+//! Measured on an NVIDIA H200 (BENCHMARKS.md, "Our own GPU step"): the AE-CM MNIST step took
+//! 14.2 ms with the first product kernel (`gemm.wgsl`, arrays in function memory), 3.06 ms with
+//! `gemm4.wgsl` (vec4 registers) and 1.85 ms with split k (the default) besides; PyTorch's eager
+//! CUDA step on the same card 3.24 ms.
 //!
 //! Shapes: the batch `x` is `b x d` row-major; parameters are flattened in the order of
 //! [`Arch::layers`] (kernels `fan_in x fan_out` row-major, then the bias), as the host step's.
@@ -100,9 +101,10 @@ fn tile_for(m: usize, n: usize) -> usize {
 }
 
 /// How many parts of k a product with `wgs` workgroups and depth `k` is split into
-/// (`AECM_GPU_SPLITK`: unset or `off`: never; `auto`: products of fewer than 132 workgroups and
-/// k of at least 512, into up to 8 parts of at least 256; a number N: every product with k of at
-/// least 32, into N parts, for the tests). Not measured on a GPU yet, hence off by default.
+/// (`AECM_GPU_SPLITK`: unset or `auto`: products of fewer than 132 workgroups and k of at least
+/// 512, into up to 8 parts of at least 256; `off` (or 0, 1): never; a number N: every product with
+/// k of at least 32, into N parts, for the tests). On an H200 `auto` took the MNIST AE-CM step from
+/// 3.06 to 1.85 ms (BENCHMARKS.md, fifteenth session), hence the default.
 fn split_parts(mode: Split, wgs: usize, k: usize) -> usize {
     match mode {
         Split::Off => 1,
@@ -124,12 +126,13 @@ enum Split {
 impl Split {
     fn from_env() -> Self {
         match std::env::var("AECM_GPU_SPLITK").as_deref().map(str::trim) {
-            Ok("auto") => Self::Auto,
+            Ok("off") => Self::Off,
             Ok(v) => match v.parse::<usize>() {
                 Ok(n) if n > 1 => Self::Fixed(n.min(64)),
-                _ => Self::Off,
+                Ok(_) => Self::Off,
+                Err(_) => Self::Auto,
             },
-            Err(_) => Self::Off,
+            Err(_) => Self::Auto,
         }
     }
 }
@@ -1211,9 +1214,13 @@ mod tests {
     use rand::RngExt;
 
     fn arch(hidden: &[usize]) -> Arch {
+        arch_in(70, hidden)
+    }
+
+    fn arch_in(input: usize, hidden: &[usize]) -> Arch {
         Arch {
             kind: NetKind::AeCm,
-            input: 70,
+            input,
             hidden: hidden.to_vec(),
             embed: 5,
             k: 4,
@@ -1226,8 +1233,7 @@ mod tests {
     }
 
     /// `steps` GPU steps against the host step and host Adam; batches of `bs[i]` rows.
-    fn compare(loss: HostLoss, alpha: Vec<f64>, freeze: bool, bs: &[usize], hidden: &[usize]) {
-        let a = arch(hidden);
+    fn compare(loss: HostLoss, alpha: Vec<f64>, freeze: bool, bs: &[usize], a: Arch) {
         let mut r = rng(7, 0);
         let mut host: Vec<Vec<f32>> = a
             .param_shapes()
@@ -1314,15 +1320,51 @@ mod tests {
             vec![1.0, 1.5, 2.0, 4.0],
             false,
             &[64, 37, 64],
-            &[66, 20],
+            arch(&[66, 20]),
         );
         // the UCI network: no hidden layer (d -> 2K -> d)
-        compare(HostLoss::AeCm, vec![1.5], false, &[70, 70], &[]);
+        compare(HostLoss::AeCm, vec![1.5], false, &[70, 70], arch(&[]));
     }
 
     #[test]
     fn pretraining_and_a_scalar_alpha_and_a_frozen_kernel_match_the_host_step() {
-        compare(HostLoss::AeMse, vec![2.0], true, &[70, 5, 70], &[66, 20]);
-        compare(HostLoss::AeCm, vec![2.0], false, &[9, 70, 1], &[66, 20]);
+        compare(
+            HostLoss::AeMse,
+            vec![2.0],
+            true,
+            &[70, 5, 70],
+            arch(&[66, 20]),
+        );
+        compare(
+            HostLoss::AeCm,
+            vec![2.0],
+            false,
+            &[9, 70, 1],
+            arch(&[66, 20]),
+        );
+    }
+
+    #[test]
+    fn deep_products_split_k_by_default_and_match_the_host_step() {
+        // the default split (`auto`) cuts products of few workgroups and k >= 512 (MNIST's
+        // 256x10x2000, 8 workgroups, into 7 parts; 256x500x2000, 64, into 5); here the first
+        // layer's 70x520x600 (27 workgroups of 32x64) into 2
+        assert_eq!(split_parts(Split::Auto, 8, 2000), 7);
+        assert_eq!(split_parts(Split::Auto, 64, 2000), 5);
+        assert_eq!(split_parts(Split::Auto, 128, 2000), 3);
+        assert_eq!(split_parts(Split::Auto, 64, 500), 1);
+        assert_eq!(split_parts(Split::Auto, 200, 2000), 1);
+        assert_eq!(split_parts(Split::Off, 8, 2000), 1);
+        if std::env::var_os("AECM_GPU_SPLITK").is_none() {
+            assert!(Split::from_env() == Split::Auto);
+        }
+        assert_eq!(split_parts(Split::Auto, 27, 600), 2);
+        compare(
+            HostLoss::AeCm,
+            vec![1.5, 2.0],
+            false,
+            &[70, 41],
+            arch_in(600, &[520, 20]),
+        );
     }
 }
