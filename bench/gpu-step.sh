@@ -6,7 +6,8 @@
 #    timed with timestamp queries, steps serialised; the table goes to the log);
 #    `aecm bench --device wgpu` on the AE-CM step cases with each product tile choice
 #    (AECM_GPU_TILES unset = the vec4 kernels chosen per shape; a22 = the first, array kernel),
-#    and with AECM_GPU_SPLITK=off (split k is on by default since the fifteenth session);
+#    and with AECM_GPU_SPLITK=off (split k is on by default since the fifteenth session) and
+#    auto:256 (k = 500 products split too; profile and bench);
 # 3. one warm AE-CM epoch on all 70,000 MNIST images with its evaluation (`--data-dir`);
 # 4. PyTorch's reference step on CUDA, same card (`bench/reference.py --device cuda --epoch`);
 # 5. AE-CM from random init with the paper's settings (150 epochs) on MNIST, seeds 0..RUNS-1
@@ -39,6 +40,9 @@ done
 # without split k for the products of few workgroups and deep k (on by default)
 AECM_GPU_SPLITK=off run 40 "$BIN" bench --device wgpu --cases aecm-mnist,aecm-pendigits --reps 5 \
   --json "$OUT/bench-nosplit.json"
+AECM_GPU_SPLITK=auto:256 AECM_GPU_PROFILE=1 run 40 "$BIN" bench --device wgpu --cases aecm-mnist --reps 1
+AECM_GPU_SPLITK=auto:256 run 40 "$BIN" bench --device wgpu --cases aecm-mnist,aecm-pendigits --reps 5 \
+  --json "$OUT/bench-split256.json"
 run 90 "$BIN" bench --device wgpu --cases aecm-mnist --data-dir "$DATA" --reps 3 --json "$OUT/bench-real.json"
 if python3 -c "import torch, sys; sys.exit(not torch.cuda.is_available())" 2>/dev/null; then
   run 60 python3 bench/reference.py --device cuda --reps 5 --epoch >"$OUT/torch-cuda.json"

@@ -102,14 +102,18 @@ fn tile_for(m: usize, n: usize) -> usize {
 
 /// How many parts of k a product with `wgs` workgroups and depth `k` is split into
 /// (`AECM_GPU_SPLITK`: unset or `auto`: products of fewer than 132 workgroups and k of at least
-/// 512, into up to 8 parts of at least 256; `off` (or 0, 1): never; a number N: every product with
-/// k of at least 32, into N parts, for the tests). On an H200 `auto` took the MNIST AE-CM step from
+/// 512, into up to 8 parts of at least 256; `auto:K`: the same from k of at least K, into parts of
+/// at least K/2 (not measured yet: `auto:256` would also split MNIST's k = 500 products, 31% of
+/// the step); `off` (or 0, 1): never; a number N: every product with k of at least 32, into N
+/// parts, for the tests). On an H200 `auto` took the MNIST AE-CM step from
 /// 3.06 to 1.85 ms (BENCHMARKS.md, fifteenth session), hence the default.
 fn split_parts(mode: Split, wgs: usize, k: usize) -> usize {
     match mode {
         Split::Off => 1,
-        Split::Auto if wgs < 132 && k >= 512 => 264usize.div_ceil(wgs).min(8).min(k / 256),
-        Split::Auto => 1,
+        Split::Auto(min_k) if wgs < 132 && k >= min_k => {
+            264usize.div_ceil(wgs).min(8).min(k / (min_k / 2).max(16))
+        }
+        Split::Auto(_) => 1,
         Split::Fixed(n) if k >= 32 => n.min(k.div_ceil(16)),
         Split::Fixed(_) => 1,
     }
@@ -119,7 +123,8 @@ fn split_parts(mode: Split, wgs: usize, k: usize) -> usize {
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Split {
     Off,
-    Auto,
+    /// Split products of few workgroups whose k is at least this.
+    Auto(usize),
     Fixed(usize),
 }
 
@@ -127,12 +132,13 @@ impl Split {
     fn from_env() -> Self {
         match std::env::var("AECM_GPU_SPLITK").as_deref().map(str::trim) {
             Ok("off") => Self::Off,
-            Ok(v) => match v.parse::<usize>() {
-                Ok(n) if n > 1 => Self::Fixed(n.min(64)),
-                Ok(_) => Self::Off,
-                Err(_) => Self::Auto,
+            Ok(v) => match (v.parse::<usize>(), v.strip_prefix("auto:")) {
+                (Ok(n), _) if n > 1 => Self::Fixed(n.min(64)),
+                (Ok(_), _) => Self::Off,
+                (_, Some(k)) => Self::Auto(k.trim().parse::<usize>().map_or(512, |k| k.max(32))),
+                _ => Self::Auto(512),
             },
-            Err(_) => Self::Auto,
+            Err(_) => Self::Auto(512),
         }
     }
 }
@@ -1349,16 +1355,20 @@ mod tests {
         // the default split (`auto`) cuts products of few workgroups and k >= 512 (MNIST's
         // 256x10x2000, 8 workgroups, into 7 parts; 256x500x2000, 64, into 5); here the first
         // layer's 70x520x600 (27 workgroups of 32x64) into 2
-        assert_eq!(split_parts(Split::Auto, 8, 2000), 7);
-        assert_eq!(split_parts(Split::Auto, 64, 2000), 5);
-        assert_eq!(split_parts(Split::Auto, 128, 2000), 3);
-        assert_eq!(split_parts(Split::Auto, 64, 500), 1);
-        assert_eq!(split_parts(Split::Auto, 200, 2000), 1);
+        let auto = Split::Auto(512);
+        assert_eq!(split_parts(auto, 8, 2000), 7);
+        assert_eq!(split_parts(auto, 64, 2000), 5);
+        assert_eq!(split_parts(auto, 128, 2000), 3);
+        assert_eq!(split_parts(auto, 64, 500), 1);
+        assert_eq!(split_parts(auto, 200, 2000), 1);
+        // `auto:256` also cuts MNIST's 256x500x500 (64 workgroups) into parts of at least 128
+        assert_eq!(split_parts(Split::Auto(256), 64, 500), 3);
+        assert_eq!(split_parts(Split::Auto(256), 64, 200), 1);
         assert_eq!(split_parts(Split::Off, 8, 2000), 1);
         if std::env::var_os("AECM_GPU_SPLITK").is_none() {
-            assert!(Split::from_env() == Split::Auto);
+            assert!(Split::from_env() == auto);
         }
-        assert_eq!(split_parts(Split::Auto, 27, 600), 2);
+        assert_eq!(split_parts(auto, 27, 600), 2);
         compare(
             HostLoss::AeCm,
             vec![1.5, 2.0],
