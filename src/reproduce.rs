@@ -128,6 +128,11 @@ pub struct StoredRun {
     /// without labels and in records written before the fourteenth session.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub counts: Option<Vec<Vec<u64>>>,
+    /// AE-CM: the same counts for k-means on the final embedding (AE-CM+KM): whether the
+    /// embedding holds the classes that the CM's clusters mixed. None before the fifteenth
+    /// session's last commits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub km_counts: Option<Vec<Vec<u64>>>,
     /// The device that trained the run, as `aecm devices` names it (its wall time depends on
     /// it). None in records written before the fifteenth session (all on the 2-core CPU).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -840,6 +845,11 @@ pub fn run_job(
             .labels
             .as_ref()
             .map(|l| metrics::cluster_class_counts(&r.assignments, l, clusters, ds.n_classes())),
+        km_counts: ds
+            .labels
+            .as_ref()
+            .filter(|_| !r.km_assignments.is_empty())
+            .map(|l| metrics::cluster_class_counts(&r.km_assignments, l, clusters, ds.n_classes())),
         device: Some(device_name.to_string()),
     })
 }
@@ -1163,7 +1173,8 @@ pub fn rows(exp: &str, runs: &[StoredRun]) -> Vec<Row> {
                 scores: Some(*km),
                 km_on_embedding: None,
                 note: None,
-                counts: None,
+                counts: r.km_counts.clone(),
+                km_counts: None,
                 ..r.clone()
             })
         })
@@ -1349,6 +1360,16 @@ pub fn write_tables(exp: &str, out: &Path, runs: &[StoredRun], device: &str) -> 
                 metrics::majority_summary(counts, &[]),
                 r.wall_s
             );
+            if let Some(km) = &r.km_counts {
+                let ari = r
+                    .km_on_embedding
+                    .map_or(String::new(), |s| format!(" (ARI {:.1})", 100.0 * s.ari));
+                let _ = writeln!(
+                    md,
+                    "  - k-means on its embedding{ari}: {}",
+                    metrics::majority_summary(km, &[])
+                );
+            }
         }
         md.push_str("\n</details>\n");
     }
@@ -1441,6 +1462,7 @@ mod tests {
             km_on_embedding: None,
             note: None,
             counts: None,
+            km_counts: None,
             device: None,
         })
         .expect("json")
@@ -1498,6 +1520,7 @@ mod tests {
             km_on_embedding: None,
             note: None,
             counts: None,
+            km_counts: None,
             device: None,
         };
         let runs: Vec<StoredRun> = K_SWEEP_ORDER.iter().map(|&k| run(k)).collect();
@@ -1649,6 +1672,7 @@ mod tests {
             km_on_embedding: Some(sc(km)),
             note: None,
             counts: None,
+            km_counts: None,
             device: None,
         };
         let rows = rows(
@@ -1721,6 +1745,7 @@ mod tests {
             km_on_embedding: None,
             note: None,
             counts: None,
+            km_counts: None,
             device: None,
         };
         let text = serde_json::to_string(&written).expect("json");

@@ -441,5 +441,23 @@ fn reduced_uci_on_wine_needs_no_data_dir() {
     };
     assert!(run("aecm-random").contains("\"lr\": 0.001"));
     assert!(run("aecm-random-tuned-lr-epochs").contains("\"lr\": 0.004933"));
+    // an AE-CM record also keeps k-means' clusters x classes on its embedding (3 x 3 on wine);
+    // the CM's has none
+    let rec: serde_json::Value = serde_json::from_str(&run("aecm-random")).unwrap();
+    let km = rec["km_counts"]
+        .as_array()
+        .expect("km_counts in the AE-CM record");
+    assert_eq!(km.len(), 3);
+    let total: u64 = km
+        .iter()
+        .flat_map(|row| row.as_array().unwrap().iter().map(|c| c.as_u64().unwrap()))
+        .sum();
+    assert_eq!(total, 178, "every wine sample counted once");
+    assert!(!run("cm-random").contains("km_counts"));
+    let md = std::fs::read_to_string(out.join("uci.md")).unwrap();
+    assert!(
+        md.contains("\n  - k-means on its embedding (ARI "),
+        "the Markdown lists k-means' clusters under the AE-CM run: {md}"
+    );
     let _ = std::fs::remove_dir_all(&out);
 }

@@ -95,6 +95,9 @@ pub struct RunResult {
     pub decoded_centroids: Option<HostMat>,
     /// AE-CM+KM: metrics of k-means on the learned embedding.
     pub km_on_embedding: Option<Scores>,
+    /// AE-CM+KM: the k-means cluster of each sample, in input order (empty otherwise).
+    #[serde(skip)]
+    pub km_assignments: Vec<u32>,
     /// Per-epoch history.
     pub history: Vec<EpochRecord>,
     /// Mini-batch updates done.

@@ -1096,7 +1096,7 @@ impl Trainer {
                 };
                 HostMat::from_tensor(&net.decode(km.centres.to_tensor(&self.device)))
             };
-            (km.labels, None, km.centres, Some(dec), None)
+            (km.labels, None, km.centres, Some(dec), Vec::new())
         } else {
             // one encoder pass for the predictions and AE-CM+KM's embedding
             let (pred, lsp, z) = self.predict_embed();
@@ -1111,14 +1111,20 @@ impl Trainer {
                     Seeding::KmeansPP,
                     &mut rng(self.cfg.seed, 5),
                 );
-                self.data.labels.as_ref().map(|t| scores(&km.labels, t))
+                km.labels
             } else {
-                None
+                Vec::new()
             };
             let dec = (self.arch.kind == NetKind::AeCm).then(|| self.decoded_centroids());
             (pred, Some(lsp), self.centroids(), dec, extra)
         };
         let sc = self.data.labels.as_ref().map(|t| scores(&assign, t));
+        let km_sc = self
+            .data
+            .labels
+            .as_ref()
+            .filter(|_| !extra.is_empty())
+            .map(|t| scores(&extra, t));
         RunResult {
             model: kind.name().into(),
             seed: self.cfg.seed,
@@ -1128,7 +1134,8 @@ impl Trainer {
             lsp,
             centroids,
             decoded_centroids: decoded,
-            km_on_embedding: extra,
+            km_on_embedding: km_sc,
+            km_assignments: extra,
             history: self.history.clone(),
             steps: self.step,
             epochs: self.history.len(),
@@ -1179,6 +1186,7 @@ pub fn run_baseline(
         centroids: part.centres,
         decoded_centroids: None,
         km_on_embedding: None,
+        km_assignments: Vec::new(),
         history: Vec::new(),
         steps: 0,
         epochs: 0,
@@ -1670,6 +1678,13 @@ mod tests {
             ]
         );
         assert!(r.km_on_embedding.is_some());
+        // k-means' clusters on the embedding: one per sample, K of them at most
+        assert_eq!(r.km_assignments.len(), 90);
+        assert!(
+            r.km_assignments
+                .iter()
+                .all(|&c| (c as usize) < r.centroids.rows)
+        );
     }
 
     #[test]
