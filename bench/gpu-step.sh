@@ -5,7 +5,9 @@
 # 2. the GPU time of every dispatch of the aecm-mnist step (AECM_GPU_PROFILE=1: each dispatch
 #    timed with timestamp queries, steps serialised; the table goes to the log);
 #    `aecm bench --device wgpu` on the AE-CM step cases with each product tile choice
-#    (AECM_GPU_TILES unset = the vec4 kernels chosen per shape; a22 = the first, array kernel),
+#    (AECM_GPU_TILES unset = the vec4 kernels chosen per shape; a22 = the first, array kernel;
+#    u = the vec4 kernels unrolled, p = unrolled with the next k tile prefetched; each with its
+#    own profile),
 #    and with AECM_GPU_SPLITK=off (split k is on by default since the fifteenth session) and
 #    auto:256 (k = 500 products split too; profile and bench);
 # 3. one warm AE-CM epoch on all 70,000 MNIST images with its evaluation (`--data-dir`);
@@ -33,7 +35,10 @@ nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,utilization.gpu,power.draw
   -lms 500 >"$OUT/smi.csv" 2>&1 &
 SMI=$!
 AECM_GPU_PROFILE=1 run 40 "$BIN" bench --device wgpu --cases aecm-mnist --reps 1
-for t in auto a22; do
+for t in u p; do
+  AECM_GPU_TILES=$t AECM_GPU_PROFILE=1 run 40 "$BIN" bench --device wgpu --cases aecm-mnist --reps 1
+done
+for t in auto a22 u p; do
   AECM_GPU_TILES=$t run 40 "$BIN" bench --device wgpu --cases aecm-mnist,aecm-pendigits --reps 5 \
     --json "$OUT/bench-$t.json"
 done

@@ -70,34 +70,79 @@ struct StepU {
     wv: [f32; MAX_K],
 }
 
-/// The product's variants `(TM, TN, registers)`: 256 threads of `TM x TN` outputs, tiles of
-/// `16 TM x 16 TN`; `registers`: the outputs in vec4 variables (`gemm4.wgsl`, TN = 4), else in
-/// an array (`gemm.wgsl`, the first version, kept for comparison: slow on an H200).
-const TILES: [(u32, u32, bool); 6] = [
-    (4, 4, true),
-    (2, 4, true),
-    (4, 4, false),
-    (2, 4, false),
-    (4, 2, false),
-    (2, 2, false),
+/// How a product kernel keeps its outputs and runs its k loop.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Gemm {
+    /// Outputs in an array (`gemm.wgsl`, the first version, kept for comparison: slow on an H200).
+    Array,
+    /// Outputs in vec4 variables, loops over the loads and the 16-deep product (`gemm4.wgsl`;
+    /// the measured default).
+    Vec4,
+    /// The same with both loops unrolled (not measured on a GPU yet).
+    Unrolled,
+    /// Unrolled, and the next k tile's loads issued into registers before the current tile is
+    /// multiplied (not measured on a GPU yet).
+    Prefetch,
+}
+
+impl Gemm {
+    /// The prefix of the variant's name in `AECM_GPU_TILES`.
+    fn prefix(self) -> &'static str {
+        match self {
+            Gemm::Array => "a",
+            Gemm::Vec4 => "",
+            Gemm::Unrolled => "u",
+            Gemm::Prefetch => "p",
+        }
+    }
+}
+
+/// The product's variants `(TM, TN, kind)`: 256 threads of `TM x TN` outputs, tiles of
+/// `16 TM x 16 TN`; all but [`Gemm::Array`] have TN = 4.
+const TILES: [(u32, u32, Gemm); 10] = [
+    (4, 4, Gemm::Vec4),
+    (2, 4, Gemm::Vec4),
+    (4, 4, Gemm::Array),
+    (2, 4, Gemm::Array),
+    (4, 2, Gemm::Array),
+    (2, 2, Gemm::Array),
+    (4, 4, Gemm::Unrolled),
+    (2, 4, Gemm::Unrolled),
+    (4, 4, Gemm::Prefetch),
+    (2, 4, Gemm::Prefetch),
 ];
 
-/// The variant for an `m x n` product: of the vec4 kernels, 64 x 64 tiles when they give at
-/// least 264 workgroups (two per multiprocessor of a 132-SM H100 or H200), else 32 x 64.
-/// `AECM_GPU_TILES` forces one: `44`, `24` (vec4 kernels), `a44`, `a24`, `a42`, `a22` (array).
-fn tile_for(m: usize, n: usize) -> usize {
-    if let Ok(v) = std::env::var("AECM_GPU_TILES")
-        && let Some(i) = TILES
-            .iter()
-            .position(|&(a, b, reg)| format!("{}{a}{b}", if reg { "" } else { "a" }) == v.trim())
-    {
+/// The variant for an `m x n` product: of the kernels of kind `tiles.1` (the vec4 kernels by
+/// default), 64 x 64 tiles when they give at least 264 workgroups (two per multiprocessor of a
+/// 132-SM H100 or H200), else 32 x 64; or the variant `tiles.0` forces.
+fn tile_for(m: usize, n: usize, tiles: (Option<usize>, Gemm)) -> usize {
+    if let Some(i) = tiles.0 {
         return i;
     }
-    if m.div_ceil(64) * n.div_ceil(64) >= 264 {
-        0
+    let tm = if m.div_ceil(64) * n.div_ceil(64) >= 264 {
+        4
     } else {
-        1
-    }
+        2
+    };
+    TILES
+        .iter()
+        .position(|&(a, b, k)| (a, b, k) == (tm, 4, tiles.1))
+        .unwrap_or(0)
+}
+
+/// The tile choice `v` names (`AECM_GPU_TILES`): `44`, `24` (vec4 kernels), `a44`, `a24`, `a42`,
+/// `a22` (array), `u44`, `u24` (unrolled), `p44`, `p24` (prefetch) force one variant; `u` or `p`
+/// alone pick that kind with the tile chosen per shape; anything else: the default.
+fn tiles_named(v: &str) -> (Option<usize>, Gemm) {
+    let v = v.trim();
+    let forced = TILES
+        .iter()
+        .position(|&(a, b, kind)| format!("{}{a}{b}", kind.prefix()) == v);
+    let kind = [Gemm::Unrolled, Gemm::Prefetch]
+        .into_iter()
+        .find(|k| k.prefix() == v)
+        .unwrap_or(Gemm::Vec4);
+    (forced, kind)
 }
 
 /// How many parts of k a product with `wgs` workgroups and depth `k` is split into
@@ -149,40 +194,80 @@ const MM_WGSL: &str = include_str!("wgsl/mm.wgsl");
 const STEP_WGSL: &str = include_str!("wgsl/step.wgsl");
 
 /// The product's shader for one variant.
-fn gemm_source(tm: u32, tn: u32, registers: bool) -> String {
-    if registers {
-        let decl: String = (0..tm)
-            .map(|i| format!("    var acc{i} = vec4<f32>(0.0);\n"))
-            .collect();
-        let fma: String = (0..tm)
-            .map(|i| {
-                format!(
-                    "            acc{i} = fma(vec4<f32>(As[ab + {}u]), br, acc{i});\n",
-                    16 * i
-                )
-            })
-            .collect();
-        let store: String = (0..tm)
-            .map(|i| {
-                format!(
-                    "    out4(row0 + ty + {}u, col0 + tx, acc{i}, wid.z);\n",
-                    16 * i
-                )
-            })
-            .collect();
-        return (MM_WGSL.to_owned() + include_str!("wgsl/gemm4.wgsl"))
+fn gemm_source(tm: u32, tn: u32, kind: Gemm) -> String {
+    if kind == Gemm::Array {
+        return (MM_WGSL.to_owned() + include_str!("wgsl/gemm.wgsl"))
             .replace("{TM}", &tm.to_string())
-            .replace("{AS}", &(16 * (16 * tm + 1)).to_string())
-            .replace("{DECL}\n", &decl)
-            .replace("{FMA}\n", &fma)
-            .replace("{STORE}\n", &store);
+            .replace("{TN}", &tn.to_string())
+            .replace("{AS}", &(256 * tm).to_string())
+            .replace("{BS}", &(256 * tn).to_string())
+            .replace("{ACC}", &(tm * tn).to_string());
     }
-    (MM_WGSL.to_owned() + include_str!("wgsl/gemm.wgsl"))
+    let lines = |n: u32, f: &dyn Fn(u32) -> String| -> String { (0..n).map(f).collect() };
+    let decl = lines(tm, &|i| format!("    var acc{i} = vec4<f32>(0.0);\n"));
+    let fma = lines(tm, &|i| {
+        format!(
+            "            acc{i} = fma(vec4<f32>(As[ab + {}u]), br, acc{i});\n",
+            16 * i
+        )
+    });
+    let store = lines(tm, &|i| {
+        format!(
+            "    out4(row0 + ty + {}u, col0 + tx, acc{i}, wid.z);\n",
+            16 * i
+        )
+    });
+    // the 16-deep product of the tiles in shared memory, as a loop or unrolled
+    let step = |kk: &str| {
+        format!(
+            "            let bb = {kk} * SB + tx;\n            let br = vec4<f32>(Bs[bb], Bs[bb + 16u], \
+             Bs[bb + 32u], Bs[bb + 48u]);\n            let ab = {kk} * SA + ty;\n{fma}"
+        )
+    };
+    let el = |r: u32| format!("t + {}u", 256 * r);
+    let fetch_a = |r: u32, k0: &str| format!("fetch_a({}, row0, {k0}, kend)", el(r));
+    let fetch_b = |r: u32, k0: &str| format!("fetch_b({}, col0, {k0}, kend)", el(r));
+    let (prologue, load, next, inner) = match kind {
+        Gemm::Vec4 => (
+            String::new(),
+            "        for (var r = 0u; r < TM; r++) {\n            put_a(t + r * 256u, \
+             fetch_a(t + r * 256u, row0, k0, kend));\n        }\n        for (var r = 0u; r < 4u; \
+             r++) {\n            put_b(t + r * 256u, fetch_b(t + r * 256u, col0, k0, kend));\n        }\n"
+                .to_string(),
+            String::new(),
+            format!(
+                "        for (var kk = 0u; kk < BK; kk++) {{\n{}        }}\n",
+                step("kk")
+            ),
+        ),
+        _ => {
+            let unrolled = lines(16, &|kk| format!("        {{\n{}        }}\n", step(&format!("{kk}u"))));
+            if kind == Gemm::Unrolled {
+                let load = lines(tm, &|r| format!("        put_a({}, {});\n", el(r), fetch_a(r, "k0")))
+                    + &lines(4, &|r| format!("        put_b({}, {});\n", el(r), fetch_b(r, "k0")));
+                (String::new(), load, String::new(), unrolled)
+            } else {
+                let prologue = lines(tm, &|r| format!("    var pa{r} = {};\n", fetch_a(r, "kbeg")))
+                    + &lines(4, &|r| format!("    var pb{r} = {};\n", fetch_b(r, "kbeg")));
+                let load = lines(tm, &|r| format!("        put_a({}, pa{r});\n", el(r)))
+                    + &lines(4, &|r| format!("        put_b({}, pb{r});\n", el(r)));
+                let next = "        if (kt + 1u < ktiles) {\n".to_string()
+                    + &lines(tm, &|r| format!("            pa{r} = {};\n", fetch_a(r, "k0 + BK")))
+                    + &lines(4, &|r| format!("            pb{r} = {};\n", fetch_b(r, "k0 + BK")))
+                    + "        }\n";
+                (prologue, load, next, unrolled)
+            }
+        }
+    };
+    (MM_WGSL.to_owned() + include_str!("wgsl/gemm4.wgsl"))
         .replace("{TM}", &tm.to_string())
-        .replace("{TN}", &tn.to_string())
-        .replace("{AS}", &(256 * tm).to_string())
-        .replace("{BS}", &(256 * tn).to_string())
-        .replace("{ACC}", &(tm * tn).to_string())
+        .replace("{AS}", &(16 * (16 * tm + 1)).to_string())
+        .replace("{DECL}\n", &decl)
+        .replace("{PROLOGUE}\n", &prologue)
+        .replace("{LOAD}\n", &load)
+        .replace("{NEXT}\n", &next)
+        .replace("{INNER}\n", &inner)
+        .replace("{STORE}\n", &store)
 }
 
 /// Which kernel a recorded dispatch runs.
@@ -286,6 +371,8 @@ pub struct GpuStep {
     adam: wgpu::ComputePipeline,
     splitk: wgpu::ComputePipeline,
     split: Split,
+    /// The product variants to use ([`tiles_named`], from `AECM_GPU_TILES`).
+    tiles: (Option<usize>, Gemm),
     /// The parts of split-k products (a placeholder when splitting is off).
     parts: wgpu::Buffer,
     arch: Arch,
@@ -448,7 +535,7 @@ impl GpuStep {
         };
         let gemm = TILES
             .iter()
-            .map(|&(tm, tn, reg)| pipe(&gemm_source(tm, tn, reg), "gemm"))
+            .map(|&(tm, tn, kind)| pipe(&gemm_source(tm, tn, kind), "gemm"))
             .collect();
         let rec = pipe(
             &(STEP_WGSL.to_owned() + include_str!("wgsl/rec.wgsl")),
@@ -550,6 +637,7 @@ impl GpuStep {
             adam,
             splitk,
             split,
+            tiles: tiles_named(&std::env::var("AECM_GPU_TILES").unwrap_or_default()),
             parts,
             arch: arch.clone(),
             offs,
@@ -663,10 +751,10 @@ impl GpuStep {
         };
         let flags = flags | if a.ones { 32 } else { 0 };
         let w = |v: usize| v as u32;
-        let v = tile_for(m, n);
-        let (tm, tn, reg) = (TILES[v].0 as usize, TILES[v].1 as usize, TILES[v].2);
+        let v = tile_for(m, n, self.tiles);
+        let (tm, tn, kind) = (TILES[v].0 as usize, TILES[v].1 as usize, TILES[v].2);
         let groups = [w(n.div_ceil(16 * tn)), w(m.div_ceil(16 * tm)), 1];
-        let parts = if reg {
+        let parts = if kind != Gemm::Array {
             split_parts(self.split, (groups[0] * groups[1]) as usize, k)
         } else {
             1
@@ -691,10 +779,7 @@ impl GpuStep {
             w(kc),
             0,
         ];
-        let label = format!(
-            "product {m}x{n}x{k} ({}{tm}{tn})",
-            if reg { "" } else { "a" }
-        );
+        let label = format!("product {m}x{n}x{k} ({}{tm}{tn})", kind.prefix());
         if parts == 1 {
             let ub = self.uniform(&words);
             let bg = self.bind(Kern::Gemm(v), &[&ub, a.buf, b.buf, c, e]);
@@ -1240,6 +1325,18 @@ mod tests {
 
     /// `steps` GPU steps against the host step and host Adam; batches of `bs[i]` rows.
     fn compare(loss: HostLoss, alpha: Vec<f64>, freeze: bool, bs: &[usize], a: Arch) {
+        compare_tiles("", loss, alpha, freeze, bs, a);
+    }
+
+    /// [`compare`] with the product variants `tiles` names ([`tiles_named`]).
+    fn compare_tiles(
+        tiles: &str,
+        loss: HostLoss,
+        alpha: Vec<f64>,
+        freeze: bool,
+        bs: &[usize],
+        a: Arch,
+    ) {
         let mut r = rng(7, 0);
         let mut host: Vec<Vec<f32>> = a
             .param_shapes()
@@ -1254,7 +1351,10 @@ mod tests {
         };
         let mut gpu =
             GpuStep::new(&a, &host, 70, 2, 10_000).expect("a wgpu adapter (lavapipe in CI)");
-        eprintln!("adapter: {}", gpu.adapter_name());
+        if !tiles.is_empty() {
+            gpu.tiles = tiles_named(tiles);
+        }
+        eprintln!("adapter: {} (tiles {tiles:?})", gpu.adapter_name());
         let mut adam = Adam::new(host.len(), 1e-3);
         let mut host_terms = Vec::new();
         for &b in bs {
@@ -1347,6 +1447,37 @@ mod tests {
             false,
             &[9, 70, 1],
             arch(&[66, 20]),
+        );
+    }
+
+    #[test]
+    fn every_product_variant_matches_the_host_step() {
+        // the kinds with the tile chosen per shape, and single variants forced (64 x 64 tiles
+        // on these small products, and the first, array kernel)
+        assert_eq!(tiles_named("u"), (None, Gemm::Unrolled));
+        assert_eq!(tiles_named("p44"), (Some(8), Gemm::Vec4));
+        assert_eq!(tiles_named("auto"), (None, Gemm::Vec4));
+        assert_eq!(tile_for(256, 500, tiles_named("p")), 9);
+        assert_eq!(tile_for(4096, 500, tiles_named("p")), 8);
+        assert_eq!(tile_for(4096, 500, tiles_named("")), 0);
+        for tiles in ["u", "p", "u44", "p44", "a22"] {
+            compare_tiles(
+                tiles,
+                HostLoss::AeCm,
+                vec![1.5, 2.0],
+                false,
+                &[64, 37],
+                arch(&[66, 20]),
+            );
+        }
+        // the prefetching kernel on split products (each part starts its k at its own offset)
+        compare_tiles(
+            "p",
+            HostLoss::AeCm,
+            vec![1.5],
+            false,
+            &[70],
+            arch_in(600, &[520, 20]),
         );
     }
 

@@ -10,7 +10,10 @@
 // in vec4 registers acc0..acc{TM-1}: no array in function memory (naga lowers a dynamically
 // indexed local array to memory the GPU reaches through its caches, which made the first
 // version of this kernel, gemm.wgsl, spend ~10 us per 16-deep step on an H200). model/gpu.rs
-// writes TM and the per-row lines ({DECL}, {FMA}, {STORE}) in before compiling.
+// writes TM and the per-row lines ({DECL}, {FMA}, {STORE}) in before compiling, and the k
+// loop's body in one of three forms: loops over the loads and the 16-deep product (the
+// measured default), the same unrolled, or unrolled with the next k tile's loads issued into
+// registers before the current tile is multiplied ({PROLOGUE}, {LOAD}, {NEXT}, {INNER}).
 // (struct Mm and fn epilogue: mm.wgsl)
 @group(0) @binding(0) var<uniform> u: Mm;
 @group(0) @binding(1) var<storage, read> a: array<f32>;
@@ -56,6 +59,60 @@ fn out4(gi: u32, gj0: u32, v: vec4<f32>, z: u32) {
     }
 }
 
+// Element el (0 .. 256 TM) of A's tile: its (row, k) in the tile. Consecutive threads read
+// consecutive addresses of whichever stride is 1.
+fn a_slot(el: u32) -> vec2<u32> {
+    if (u.a_cs == 1u) {
+        return vec2<u32>(el / BK, el % BK);
+    }
+    return vec2<u32>(el % BM, el / BM);
+}
+
+// A's element el of the k tile at k0 (zero outside A; one on the row of ones, flag 32)
+fn fetch_a(el: u32, row0: u32, k0: u32, kend: u32) -> f32 {
+    let s = a_slot(el);
+    let gi = row0 + s.x;
+    let gka = k0 + s.y;
+    var va = 0.0;
+    if (gi < u.m && gka < kend) {
+        if ((u.flags & 32u) != 0u && gi == u.m - 1u) {
+            va = 1.0;
+        } else {
+            va = a[u.a_off + gi * u.a_rs + gka * u.a_cs];
+        }
+    }
+    return va;
+}
+
+fn put_a(el: u32, v: f32) {
+    let s = a_slot(el);
+    As[s.y * SA + s.x] = v;
+}
+
+// Element el (0 .. 1024) of B's tile: its (column, k) in the tile.
+fn b_slot(el: u32) -> vec2<u32> {
+    if (u.b_cs == 1u) {
+        return vec2<u32>(el % BN, el / BN);
+    }
+    return vec2<u32>(el / BK, el % BK);
+}
+
+fn fetch_b(el: u32, col0: u32, k0: u32, kend: u32) -> f32 {
+    let s = b_slot(el);
+    let gj = col0 + s.x;
+    let gkb = k0 + s.y;
+    var vb = 0.0;
+    if (gj < u.n && gkb < kend) {
+        vb = b[u.b_off + gkb * u.b_rs + gj * u.b_cs];
+    }
+    return vb;
+}
+
+fn put_b(el: u32, v: f32) {
+    let s = b_slot(el);
+    Bs[s.y * SB + s.x] = v;
+}
+
 @compute @workgroup_size(16, 16, 1)
 fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
     let tx = lid.x;
@@ -67,58 +124,13 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
     let kbeg = wid.z * u.kc;
     let kend = min(u.k, kbeg + u.kc);
     let ktiles = (kend - min(kbeg, kend) + BK - 1u) / BK;
+{PROLOGUE}
     for (var kt = 0u; kt < ktiles; kt++) {
         let k0 = kbeg + kt * BK;
-        // consecutive threads read consecutive addresses of whichever stride is 1
-        for (var r = 0u; r < TM; r++) {
-            let el = t + r * 256u;
-            var ii: u32;
-            var ka: u32;
-            if (u.a_cs == 1u) {
-                ka = el % BK;
-                ii = el / BK;
-            } else {
-                ii = el % BM;
-                ka = el / BM;
-            }
-            let gi = row0 + ii;
-            let gka = k0 + ka;
-            var va = 0.0;
-            if (gi < u.m && gka < kend) {
-                if ((u.flags & 32u) != 0u && gi == u.m - 1u) {
-                    va = 1.0;
-                } else {
-                    va = a[u.a_off + gi * u.a_rs + gka * u.a_cs];
-                }
-            }
-            As[ka * SA + ii] = va;
-        }
-        for (var r = 0u; r < 4u; r++) {
-            let el = t + r * 256u;
-            var jj: u32;
-            var kb: u32;
-            if (u.b_cs == 1u) {
-                jj = el % BN;
-                kb = el / BN;
-            } else {
-                kb = el % BK;
-                jj = el / BK;
-            }
-            let gj = col0 + jj;
-            let gkb = k0 + kb;
-            var vb = 0.0;
-            if (gj < u.n && gkb < kend) {
-                vb = b[u.b_off + gkb * u.b_rs + gj * u.b_cs];
-            }
-            Bs[kb * SB + jj] = vb;
-        }
+{LOAD}
         workgroupBarrier();
-        for (var kk = 0u; kk < BK; kk++) {
-            let bb = kk * SB + tx;
-            let br = vec4<f32>(Bs[bb], Bs[bb + 16u], Bs[bb + 32u], Bs[bb + 48u]);
-            let ab = kk * SA + ty;
-{FMA}
-        }
+{NEXT}
+{INNER}
         workgroupBarrier();
     }
 {STORE}
