@@ -61,7 +61,9 @@ if ! python3 -c "import json,sys; sys.exit(json.load(open('$OUT/bench-auto.json'
   say "step too slow for the reproduction: skipped"
   RUNS=0
 fi
-for runs in $(seq 1 "$RUNS"); do
+# one seed per call, from the first seed not stored yet
+STORED=$(find "$R/runs/mnist/aecm-random" -name 'seed-*.json' 2>/dev/null | wc -l)
+for runs in $(seq $((STORED + 1)) "$RUNS"); do
   [ "$(left)" -le 20 ] && break
   run 300 "$BIN" reproduce --experiment aecm-table --data-dir "$DATA" --datasets mnist \
     --only aecm-random --runs "$runs" --device wgpu --out "$R" --quiet
