@@ -7,7 +7,7 @@
 #    `aecm bench --device wgpu` on the AE-CM step cases with each product tile choice
 #    (AECM_GPU_TILES unset = the vec4 kernels chosen per shape; a22 = the first, array kernel;
 #    u = the vec4 kernels unrolled, p = unrolled with the next k tile prefetched; each with its
-#    own profile),
+#    own profile), and with AECM_GPU_TRUSTED=1 (no runtime checks in the products' shaders),
 #    and with AECM_GPU_SPLITK=off (split k is on by default since the fifteenth session) and
 #    auto:256 (k = 500 products split too; profile and bench);
 # 3. one warm AE-CM epoch on all 70,000 MNIST images with its evaluation (`--data-dir`);
@@ -37,6 +37,11 @@ SMI=$!
 AECM_GPU_PROFILE=1 run 40 "$BIN" bench --device wgpu --cases aecm-mnist --reps 1
 for t in u p; do
   AECM_GPU_TILES=$t AECM_GPU_PROFILE=1 run 40 "$BIN" bench --device wgpu --cases aecm-mnist --reps 1
+done
+# the product kernels without naga's bounds checks and loop counters, default and unrolled
+for t in auto u; do
+  AECM_GPU_TRUSTED=1 AECM_GPU_TILES=$t run 40 "$BIN" bench --device wgpu --cases aecm-mnist,aecm-pendigits \
+    --reps 5 --json "$OUT/bench-trusted-$t.json"
 done
 for t in auto a22 u p; do
   AECM_GPU_TILES=$t run 40 "$BIN" bench --device wgpu --cases aecm-mnist,aecm-pendigits --reps 5 \

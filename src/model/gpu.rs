@@ -165,7 +165,7 @@ fn split_parts(mode: Split, wgs: usize, k: usize) -> usize {
 }
 
 /// The split-k setting of `AECM_GPU_SPLITK`.
-#[derive(Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Split {
     Off,
     /// Split products of few workgroups whose k is at least this.
@@ -184,6 +184,30 @@ impl Split {
                 _ => Self::Auto(512),
             },
             Err(_) => Self::Auto(512),
+        }
+    }
+}
+
+/// How [`GpuStep`] builds and runs its products: read once from the environment
+/// ([`GpuOptions::from_env`]) for benchmarks and diagnosis on a GPU.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GpuOptions {
+    /// `AECM_GPU_SPLITK` ([`split_parts`]).
+    split: Split,
+    /// `AECM_GPU_TILES` ([`tiles_named`]).
+    tiles: (Option<usize>, Gemm),
+    /// `AECM_GPU_TRUSTED=1`: the product kernels compiled without naga's runtime bounds checks
+    /// and loop counters (not measured on a GPU yet).
+    trusted: bool,
+}
+
+impl GpuOptions {
+    /// The options the `AECM_GPU_*` variables set (the measured defaults where unset).
+    pub fn from_env() -> Self {
+        Self {
+            split: Split::from_env(),
+            tiles: tiles_named(&std::env::var("AECM_GPU_TILES").unwrap_or_default()),
+            trusted: std::env::var("AECM_GPU_TRUSTED").is_ok_and(|v| v.trim() == "1"),
         }
     }
 }
@@ -370,9 +394,8 @@ pub struct GpuStep {
     cm: wgpu::ComputePipeline,
     adam: wgpu::ComputePipeline,
     splitk: wgpu::ComputePipeline,
-    split: Split,
-    /// The product variants to use ([`tiles_named`], from `AECM_GPU_TILES`).
-    tiles: (Option<usize>, Gemm),
+    /// The product options it was built with.
+    options: GpuOptions,
     /// The parts of split-k products (a placeholder when splitting is off).
     parts: wgpu::Buffer,
     arch: Arch,
@@ -453,6 +476,25 @@ impl GpuStep {
         max_slots: usize,
         n_eval: usize,
     ) -> Result<Self> {
+        Self::with_options(
+            arch,
+            params,
+            b_max,
+            max_slots,
+            n_eval,
+            GpuOptions::from_env(),
+        )
+    }
+
+    /// [`GpuStep::new`] with the product options given instead of read from the environment.
+    pub fn with_options(
+        arch: &Arch,
+        params: &[Vec<f32>],
+        b_max: usize,
+        max_slots: usize,
+        n_eval: usize,
+        options: GpuOptions,
+    ) -> Result<Self> {
         if !supported(arch) {
             return Err(AecmError::config(
                 "device",
@@ -519,11 +561,26 @@ impl GpuStep {
         // here (the trainer then falls back to burn), not a panic in wgpu's default handler
         let oom = device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
         let scope = device.push_error_scope(wgpu::ErrorFilter::Validation);
-        let pipe = |src: &str, label: &str| {
-            let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
+        let pipe_with = |src: &str, label: &str, trusted: bool| {
+            let desc = wgpu::ShaderModuleDescriptor {
                 label: Some(label),
                 source: wgpu::ShaderSource::Wgsl(src.into()),
-            });
+            };
+            let module = if trusted {
+                let checks = wgpu::ShaderRuntimeChecks {
+                    bounds_checks: false,
+                    force_loop_bounding: false,
+                    ..wgpu::ShaderRuntimeChecks::checked()
+                };
+                // SAFETY: only the product kernels, whose loops all end (k tiles, fixed counts)
+                // and whose every buffer access is guarded by the product's own bounds (rows,
+                // columns, k) against buffers sized for them; shared-memory indices stay inside
+                // their tiles by construction. Opt-in (`AECM_GPU_TRUSTED=1`) for measurement;
+                // the lavapipe tests run these kernels too.
+                unsafe { device.create_shader_module_trusted(desc, checks) }
+            } else {
+                device.create_shader_module(desc)
+            };
             device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
                 label: Some(label),
                 layout: None,
@@ -533,9 +590,10 @@ impl GpuStep {
                 cache: None,
             })
         };
+        let pipe = |src: &str, label: &str| pipe_with(src, label, false);
         let gemm = TILES
             .iter()
-            .map(|&(tm, tn, kind)| pipe(&gemm_source(tm, tn, kind), "gemm"))
+            .map(|&(tm, tn, kind)| pipe_with(&gemm_source(tm, tn, kind), "gemm", options.trusted))
             .collect();
         let rec = pipe(
             &(STEP_WGSL.to_owned() + include_str!("wgsl/rec.wgsl")),
@@ -605,7 +663,7 @@ impl GpuStep {
             buf("eval-h1", ev_rows * ev_wide),
         ];
         let ev_z = buf("eval-z", n_eval * arch.embed);
-        let split = Split::from_env();
+        let split = options.split;
         let parts = if split == Split::Off {
             buf("split-parts", 4)
         } else {
@@ -636,8 +694,7 @@ impl GpuStep {
             cm,
             adam,
             splitk,
-            split,
-            tiles: tiles_named(&std::env::var("AECM_GPU_TILES").unwrap_or_default()),
+            options,
             parts,
             arch: arch.clone(),
             offs,
@@ -751,11 +808,11 @@ impl GpuStep {
         };
         let flags = flags | if a.ones { 32 } else { 0 };
         let w = |v: usize| v as u32;
-        let v = tile_for(m, n, self.tiles);
+        let v = tile_for(m, n, self.options.tiles);
         let (tm, tn, kind) = (TILES[v].0 as usize, TILES[v].1 as usize, TILES[v].2);
         let groups = [w(n.div_ceil(16 * tn)), w(m.div_ceil(16 * tm)), 1];
         let parts = if kind != Gemm::Array {
-            split_parts(self.split, (groups[0] * groups[1]) as usize, k)
+            split_parts(self.options.split, (groups[0] * groups[1]) as usize, k)
         } else {
             1
         };
@@ -1325,12 +1382,13 @@ mod tests {
 
     /// `steps` GPU steps against the host step and host Adam; batches of `bs[i]` rows.
     fn compare(loss: HostLoss, alpha: Vec<f64>, freeze: bool, bs: &[usize], a: Arch) {
-        compare_tiles("", loss, alpha, freeze, bs, a);
+        compare_tiles(("", false), loss, alpha, freeze, bs, a);
     }
 
-    /// [`compare`] with the product variants `tiles` names ([`tiles_named`]).
+    /// [`compare`] with the product variants `tiles` names ([`tiles_named`]), their shaders
+    /// compiled without runtime checks where `trusted`.
     fn compare_tiles(
-        tiles: &str,
+        (tiles, trusted): (&str, bool),
         loss: HostLoss,
         alpha: Vec<f64>,
         freeze: bool,
@@ -1349,12 +1407,14 @@ mod tests {
             lambda: 0.3,
             cm_terms: [true; 4],
         };
-        let mut gpu =
-            GpuStep::new(&a, &host, 70, 2, 10_000).expect("a wgpu adapter (lavapipe in CI)");
-        if !tiles.is_empty() {
-            gpu.tiles = tiles_named(tiles);
-        }
-        eprintln!("adapter: {} (tiles {tiles:?})", gpu.adapter_name());
+        let options = GpuOptions {
+            tiles: tiles_named(tiles),
+            trusted,
+            ..GpuOptions::from_env()
+        };
+        let mut gpu = GpuStep::with_options(&a, &host, 70, 2, 10_000, options)
+            .expect("a wgpu adapter (lavapipe in CI)");
+        eprintln!("adapter: {} ({options:?})", gpu.adapter_name());
         let mut adam = Adam::new(host.len(), 1e-3);
         let mut host_terms = Vec::new();
         for &b in bs {
@@ -1460,7 +1520,15 @@ mod tests {
         assert_eq!(tile_for(256, 500, tiles_named("p")), 9);
         assert_eq!(tile_for(4096, 500, tiles_named("p")), 8);
         assert_eq!(tile_for(4096, 500, tiles_named("")), 0);
-        for tiles in ["u", "p", "u44", "p44", "a22"] {
+        for tiles in [
+            ("u", false),
+            ("p", false),
+            ("u44", false),
+            ("p44", false),
+            ("a22", false),
+            ("", true),
+            ("u", true),
+        ] {
             compare_tiles(
                 tiles,
                 HostLoss::AeCm,
@@ -1472,7 +1540,7 @@ mod tests {
         }
         // the prefetching kernel on split products (each part starts its k at its own offset)
         compare_tiles(
-            "p",
+            ("p", false),
             HostLoss::AeCm,
             vec![1.5],
             false,
