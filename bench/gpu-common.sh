@@ -1,5 +1,9 @@
-# Helpers of bench/gpu.sh and bench/gpu-step.sh (sourced): the caller sets BUDGET (seconds),
-# START (=$SECONDS at its start), LOG (a file) and OUT (a folder).
+# Helpers of bench/gpu.sh, bench/gpu-step.sh and bench/gpu-long.sh (sourced right after their
+# arguments are read): the caller sets BUDGET (seconds) and OUT (a folder); sourcing creates OUT,
+# starts the clock (START) and names the log OUT/SCRIPT.log (LOG).
+mkdir -p "$OUT"
+LOG=$OUT/$(basename "$0" .sh).log
+START=$SECONDS
 left() { echo $((BUDGET - (SECONDS - START))); }
 say() { echo "=== [$((SECONDS - START)) s] $*" | tee -a "$LOG" >&2; }
 run() { # run LIMIT CMD...: at most LIMIT seconds (and never past the budget)

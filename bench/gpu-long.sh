@@ -17,9 +17,6 @@ EPOCHS=${4:-1000}
 SEED=${5:-6}
 BUDGET=${6:-540}
 EVERY=${7:-50}
-mkdir -p "$OUT"
-LOG=$OUT/gpu-long.log
-START=$SECONDS
 # shellcheck source=bench/gpu-common.sh
 . "$(dirname "$0")/gpu-common.sh"
 need_hardware

@@ -24,9 +24,6 @@ DATA=$2
 OUT=$3
 BUDGET=${4:-400}
 RUNS=${5:-20}
-mkdir -p "$OUT"
-LOG=$OUT/gpu-step.log
-START=$SECONDS
 # shellcheck source=bench/gpu-common.sh
 . "$(dirname "$0")/gpu-common.sh"
 nvidia-smi -L 2>&1 | tee -a "$LOG"

@@ -17,9 +17,6 @@ BIN=$1
 DATA=$2
 OUT=$3
 BUDGET=${4:-420}
-mkdir -p "$OUT"
-LOG=$OUT/gpu.log
-START=$SECONDS
 # shellcheck source=bench/gpu-common.sh
 . "$(dirname "$0")/gpu-common.sh"
 

@@ -66,10 +66,13 @@ fn enumerate_adapters() -> Vec<AdapterInfo> {
         .collect()
 }
 
+/// How [`select`] describes the CPU backend when it is asked for.
+pub const CPU_NAME: &str = "cpu (burn flex)";
+
 /// The device for `choice`, with a description for the user.
 pub fn select(choice: DeviceChoice) -> Result<(Device, String)> {
     match choice {
-        DeviceChoice::Cpu => Ok((Device::flex(), "cpu (burn flex)".into())),
+        DeviceChoice::Cpu => Ok((Device::flex(), CPU_NAME.into())),
         DeviceChoice::Auto => {
             let gpus: Vec<AdapterInfo> = adapters().into_iter().filter(|a| !a.is_cpu).collect();
             match gpus.first() {

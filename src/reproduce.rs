@@ -152,12 +152,9 @@ impl StoredRun {
     /// The device that trained the run: records from before devices were recorded were all
     /// trained on the 2-core CPU.
     pub fn device_name(&self) -> &str {
-        self.device.as_deref().unwrap_or(CPU_NAME)
+        self.device.as_deref().unwrap_or(crate::device::CPU_NAME)
     }
 }
-
-/// What `aecm devices` calls the CPU backend.
-const CPU_NAME: &str = "cpu (burn flex)";
 
 /// The mean wall time per run of `runs`, one figure per device when they ran on several
 /// ("3511 on cpu x5, 80 on wgpu x8"; the device's first word).
@@ -827,6 +824,12 @@ pub fn run_job(
     } else {
         train::run_baseline(&checked, ds, device, device_name)
     };
+    // clusters x classes of an assignment of every sample, where the data set has labels
+    let counts = |assign: &[u32]| {
+        ds.labels
+            .as_ref()
+            .map(|l| metrics::cluster_class_counts(assign, l, clusters, ds.n_classes()))
+    };
     Ok(StoredRun {
         experiment: exp.to_string(),
         dataset: job.dataset.clone(),
@@ -841,15 +844,10 @@ pub fn run_job(
         config: Some(job.cfg.clone()),
         km_on_embedding: r.km_on_embedding,
         note: None,
-        counts: ds
-            .labels
-            .as_ref()
-            .map(|l| metrics::cluster_class_counts(&r.assignments, l, clusters, ds.n_classes())),
-        km_counts: ds
-            .labels
-            .as_ref()
-            .filter(|_| !r.km_assignments.is_empty())
-            .map(|l| metrics::cluster_class_counts(&r.km_assignments, l, clusters, ds.n_classes())),
+        counts: counts(&r.assignments),
+        km_counts: Some(&r.km_assignments)
+            .filter(|a| !a.is_empty())
+            .and_then(|a| counts(a)),
         device: Some(device_name.to_string()),
     })
 }
@@ -1172,7 +1170,7 @@ pub fn rows(exp: &str, runs: &[StoredRun]) -> Vec<Row> {
                 scores: Some(*km),
                 km_on_embedding: None,
                 note: None,
-                counts: r.km_counts.clone(),
+                counts: None,
                 km_counts: None,
                 ..r.clone()
             })
