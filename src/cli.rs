@@ -5,7 +5,9 @@ use crate::data::{self, Header, LabelColumn, LoadOptions, Preprocess};
 use crate::device::{self, DeviceChoice};
 use crate::error::AecmError;
 use crate::export;
-use crate::train::{self, Event, Init, ModelKind, RunResult, Seeding, TrainConfig, Trainer};
+use crate::train::{
+    self, EpochRecord, Event, Init, ModelKind, RunResult, Seeding, TrainConfig, Trainer,
+};
 use clap::{Args, Parser, Subcommand};
 use std::io::IsTerminal as _;
 use std::path::PathBuf;
@@ -548,6 +550,28 @@ fn fmt_scores(r: &RunResult) -> String {
     }
 }
 
+/// An epoch's log line (a log file, no progress bar): phase and loss, and at an evaluated epoch
+/// ARI/NMI/ACC (x100), L_sp and what the clustering did to the classes, so that a long run
+/// stopped before its end has left its curve in the log.
+fn epoch_line(rec: &EpochRecord, names: &[String]) -> String {
+    let mut line = format!("{} loss {:.4e}", rec.phase, rec.loss);
+    if let Some(s) = rec.scores {
+        line += &format!(
+            " ARI {:.1} NMI {:.1} ACC {:.1}",
+            100.0 * s.ari,
+            100.0 * s.nmi,
+            100.0 * s.acc
+        );
+    }
+    if let Some(l) = rec.lsp {
+        line += &format!(" L_sp {l:.1}");
+    }
+    if let Some(c) = &rec.counts {
+        line += &format!(" ({})", crate::metrics::majority_summary(c, names));
+    }
+    line
+}
+
 fn train_cmd(a: TrainArgs) -> anyhow::Result<()> {
     let t0 = Instant::now();
     let opts = LoadOptions {
@@ -624,6 +648,7 @@ fn train_cmd(a: TrainArgs) -> anyhow::Result<()> {
             // every evaluated epoch and otherwise at most one a minute.
             let lines = !a.quiet && !std::io::stderr().is_terminal();
             let mut last_line = Instant::now();
+            let names = ds.label_names.clone();
             let mut sink = |e: &Event| {
                 if let Event::Epoch(rec) = e {
                     pb.inc(1);
@@ -633,7 +658,11 @@ fn train_cmd(a: TrainArgs) -> anyhow::Result<()> {
                         .unwrap_or_default();
                     let msg = format!("{} loss {:.4e}{m}", rec.phase, rec.loss);
                     if lines && (rec.scores.is_some() || last_line.elapsed().as_secs() >= 60) {
-                        eprintln!("{prefix}: epoch {}/{total} {msg}", rec.epoch);
+                        eprintln!(
+                            "{prefix}: epoch {}/{total} {}",
+                            rec.epoch,
+                            epoch_line(rec, &names)
+                        );
                         last_line = Instant::now();
                     }
                     pb.set_message(msg);

@@ -263,9 +263,36 @@ fn train_progress_without_a_terminal_is_plain_lines() {
         let line = format!("run 1/1 seed 0: epoch {epoch}/5 train loss ");
         assert!(err.contains(&line), "no line {line:?} in {err}");
     }
+    // an evaluated epoch's line: scores x100, L_sp, and what the clustering did to the classes
+    let line = err
+        .lines()
+        .find(|l| l.starts_with("run 1/1 seed 0: epoch 2/5"))
+        .unwrap_or_else(|| panic!("no epoch 2 line in {err}"));
+    let ari: f64 = line
+        .split(" ARI ")
+        .nth(1)
+        .and_then(|r| r.split(' ').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no ARI in {line}"));
+    assert!(ari > 1.0 && ari <= 100.0, "ARI x100 {ari} in {line}");
+    for part in [" NMI ", " ACC ", " L_sp "] {
+        assert!(line.contains(part), "no {part:?} in {line}");
+    }
+    let summary = line
+        .split_once(" L_sp ")
+        .and_then(|(_, r)| r.split_once(" ("))
+        .map_or("", |(_, s)| s);
     assert!(
-        err.lines()
-            .any(|l| l.starts_with("run 1/1 seed 0: epoch 2/5") && l.contains(" ARI 0.")),
-        "{err}"
+        summary.ends_with(')')
+            && [
+                "one cluster per class",
+                "merged:",
+                "split:",
+                "mixed:",
+                "empty:"
+            ]
+            .iter()
+            .any(|w| summary.contains(w)),
+        "no clusters summary in {line}"
     );
 }

@@ -22,6 +22,11 @@ pub struct EpochRecord {
     pub scores: Option<Scores>,
     /// L_sp = E2 + E3 on the whole data set, when evaluated.
     pub lsp: Option<f64>,
+    /// Samples per (cluster, class) on the whole data set
+    /// ([`crate::metrics::cluster_class_counts`]), when labels exist and this epoch was
+    /// evaluated: which classes the clustering merged, split or mixed at that point.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub counts: Option<Vec<Vec<u64>>>,
     /// Wall time of the epoch (training and evaluation).
     pub seconds: f64,
     /// Part of `seconds` spent evaluating (metrics and L_sp on the whole data set).

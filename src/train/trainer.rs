@@ -826,7 +826,11 @@ impl Trainer {
             };
         let train_s = self.epoch_start.elapsed().as_secs_f64();
         let eval_start = Instant::now();
-        let (sc, lsp) = if eval { self.evaluate() } else { (None, None) };
+        let (sc, lsp, counts) = if eval {
+            self.evaluate()
+        } else {
+            (None, None, None)
+        };
         let eval_s = eval_start.elapsed().as_secs_f64();
         if eval {
             self.next_eval = epoch + eval_spacing(every, self.cfg.eval_budget, train_s, eval_s);
@@ -839,6 +843,7 @@ impl Trainer {
             terms,
             scores: sc,
             lsp,
+            counts,
             seconds: self.epoch_start.elapsed().as_secs_f64(),
             eval_seconds: eval_s,
         };
@@ -969,13 +974,18 @@ impl Trainer {
         (labels, lsp, z)
     }
 
-    fn evaluate(&self) -> (Option<Scores>, Option<f64>) {
+    /// Scores, L_sp and the clusters x classes counts of the current parameters on the whole
+    /// data set (nothing while the autoencoder pre-trains: no clustering yet).
+    fn evaluate(&self) -> (Option<Scores>, Option<f64>, Option<Vec<Vec<u64>>>) {
         if self.phase == Phase::AePretrain {
-            return (None, None);
+            return (None, None, None);
         }
         let (pred, lsp) = self.predict();
         let sc = self.data.labels.as_ref().map(|t| scores(&pred, t));
-        (sc, Some(lsp))
+        let counts = self.data.labels.as_ref().map(|t| {
+            crate::metrics::cluster_class_counts(&pred, t, self.arch.k, self.data.n_classes())
+        });
+        (sc, Some(lsp), counts)
     }
 
     /// A host copy of every parameter, in parameter order.
@@ -1262,6 +1272,18 @@ mod tests {
                 .map(|h| h.epoch)
                 .collect();
             assert_eq!(evaluated, [2, 4, 6], "budget {budget}");
+            // evaluated epochs carry the clusters x classes counts of all 90 points
+            for h in t.history() {
+                match (&h.counts, h.lsp) {
+                    (Some(c), Some(_)) => {
+                        assert_eq!((c.len(), c[0].len()), (3, 3), "epoch {}", h.epoch);
+                        let n: u64 = c.iter().flatten().sum();
+                        assert_eq!(n, 90, "epoch {}", h.epoch);
+                    }
+                    (None, None) => {}
+                    (c, l) => panic!("epoch {}: counts {c:?} with L_sp {l:?}", h.epoch),
+                }
+            }
         }
     }
 
