@@ -6,7 +6,7 @@ use crate::device::{self, DeviceChoice};
 use crate::error::AecmError;
 use crate::export;
 use crate::train::{
-    self, EpochRecord, Event, Init, ModelKind, RunResult, Seeding, TrainConfig, Trainer,
+    self, Checkpoint, EpochRecord, Event, Init, ModelKind, RunResult, Seeding, TrainConfig, Trainer,
 };
 use clap::{Args, Parser, Subcommand};
 use std::io::IsTerminal as _;
@@ -308,6 +308,15 @@ pub struct TrainArgs {
     /// Output folder.
     #[arg(long)]
     pub out: Option<PathBuf>,
+    /// With --out (CM, AE-CM, AE-KM): save each run's state (parameters, Adam's moments, the
+    /// shuffling generator, the history) to OUT/checkpoint-seed-S.safetensors between epochs
+    /// at most this many minutes apart, and its final parameters at the end; 0: none.
+    #[arg(long, default_value_t = 10.0)]
+    pub checkpoint_minutes: f64,
+    /// Continue each run from its checkpoint under --out (same data and settings; the
+    /// evaluation settings may change); runs without one start from the beginning.
+    #[arg(long)]
+    pub resume: bool,
     /// No progress bar.
     #[arg(long)]
     pub quiet: bool,
@@ -572,6 +581,50 @@ fn epoch_line(rec: &EpochRecord, names: &[String]) -> String {
     line
 }
 
+/// Where `train` keeps each seed's checkpoint (`None`: no checkpoints: no --out, not a
+/// step-by-step model, or --checkpoint-minutes 0 without --resume). Refuses, before any run
+/// starts, to overwrite a checkpoint that --resume would continue.
+fn checkpoint_paths(
+    a: &TrainArgs,
+    model: ModelKind,
+) -> anyhow::Result<Option<impl Fn(u64) -> PathBuf + use<>>> {
+    if !a.checkpoint_minutes.is_finite() || a.checkpoint_minutes < 0.0 {
+        return Err(AecmError::config(
+            "checkpoint-minutes",
+            "must be a number of minutes >= 0 (0: no checkpoints)",
+        )
+        .into());
+    }
+    let Some(out) = a.out.clone() else {
+        if a.resume {
+            return Err(AecmError::config(
+                "resume",
+                "continues the checkpoints under --out: give --out",
+            )
+            .into());
+        }
+        return Ok(None);
+    };
+    if !model.is_neural() || (a.checkpoint_minutes == 0.0 && !a.resume) {
+        return Ok(None);
+    }
+    let path = move |seed: u64| out.join(format!("checkpoint-seed-{seed}.safetensors"));
+    if !a.resume {
+        for seed in (0..a.runs as u64).map(|r| a.seed + r) {
+            let p = path(seed);
+            if p.exists() {
+                return Err(AecmError::data(
+                    &p,
+                    "a checkpoint of this run exists: give --resume to continue it, or \
+                     another --out (or --checkpoint-minutes 0) to start over",
+                )
+                .into());
+            }
+        }
+    }
+    Ok(Some(path))
+}
+
 fn train_cmd(a: TrainArgs) -> anyhow::Result<()> {
     let t0 = Instant::now();
     let opts = LoadOptions {
@@ -616,6 +669,7 @@ fn train_cmd(a: TrainArgs) -> anyhow::Result<()> {
             eprintln!("\nstopping after the current step (Ctrl-C again to abort without saving)");
         });
     }
+    let checkpoints = checkpoint_paths(&a, cfg.model)?;
     let mut results: Vec<RunResult> = Vec::new();
     for run in 0..a.runs {
         if stop.load(Ordering::SeqCst) {
@@ -627,8 +681,24 @@ fn train_cmd(a: TrainArgs) -> anyhow::Result<()> {
             ..cfg.clone()
         }
         .check(ds.n, ds.d)?;
+        let ck_path = checkpoints.as_ref().map(|f| f(seed));
         let r = if run_cfg.model.is_neural() {
-            let trainer = Trainer::new(run_cfg, ds.clone(), device.clone(), &desc)?;
+            let trainer = match &ck_path {
+                Some(p) if a.resume && p.exists() => {
+                    let ck = Checkpoint::read(p)?;
+                    ck.check_matches(&run_cfg, &ds)
+                        .map_err(|m| AecmError::data(p, format!("cannot resume: {m}")))?;
+                    eprintln!(
+                        "run {}/{} seed {seed}: resuming {} after epoch {}",
+                        run + 1,
+                        a.runs,
+                        p.display(),
+                        ck.epochs_done()
+                    );
+                    Trainer::resume(ck, run_cfg, ds.clone(), device.clone(), &desc)?
+                }
+                _ => Trainer::new(run_cfg, ds.clone(), device.clone(), &desc)?,
+            };
             let total = trainer.total_epochs() as u64;
             let pb = if a.quiet {
                 indicatif::ProgressBar::hidden()
@@ -644,6 +714,7 @@ fn train_cmd(a: TrainArgs) -> anyhow::Result<()> {
             );
             let prefix = format!("run {}/{} seed {seed}", run + 1, a.runs);
             pb.set_prefix(prefix.clone());
+            pb.set_position(trainer.history().len() as u64);
             // Without a terminal (a log file) the bar is invisible: plain lines instead, for
             // every evaluated epoch and otherwise at most one a minute.
             let lines = !a.quiet && !std::io::stderr().is_terminal();
@@ -668,8 +739,30 @@ fn train_cmd(a: TrainArgs) -> anyhow::Result<()> {
                     pb.set_message(msg);
                 }
             };
-            let r = trainer.run(&mut sink, &stop)?;
+            let every_s = 60.0 * a.checkpoint_minutes;
+            let mut last_saved = Instant::now();
+            let mut between = |t: &mut Trainer| -> crate::error::Result<()> {
+                let Some(path) = &ck_path else { return Ok(()) };
+                if !t.is_done() && last_saved.elapsed().as_secs_f64() < every_s {
+                    return Ok(());
+                }
+                // a checkpoint that cannot be written does not stop the run: say so, go on
+                match t.checkpoint().and_then(|c| c.write(path)) {
+                    Ok(()) => last_saved = Instant::now(),
+                    Err(e) => eprintln!("\nwarning: checkpoint not written: {e}"),
+                }
+                Ok(())
+            };
+            let r = trainer.run_with(&mut sink, &stop, &mut between)?;
             pb.finish_and_clear();
+            if r.interrupted
+                && let Some(p) = ck_path.as_ref().filter(|p| p.exists())
+            {
+                eprintln!(
+                    "{prefix}: stopped; `--resume` continues it from {}",
+                    p.display()
+                );
+            }
             r
         } else {
             train::run_baseline(&run_cfg, &ds, &device, &desc)

@@ -85,7 +85,7 @@ pub fn run_json(r: &RunResult, model: ModelKind) -> Value {
                 .zip(&h.terms)
                 .map(|(n, v)| (n.to_string(), json!(v)))
                 .collect();
-            json!({
+            let mut e = json!({
                 "epoch": h.epoch,
                 "phase": h.phase,
                 "steps": h.steps,
@@ -94,7 +94,11 @@ pub fn run_json(r: &RunResult, model: ModelKind) -> Value {
                 "metrics": scores_json(&h.scores),
                 "l_sp": h.lsp,
                 "seconds": h.seconds,
-            })
+            });
+            if let Some(c) = &h.counts {
+                e["counts"] = json!(c);
+            }
+            e
         })
         .collect();
     json!({

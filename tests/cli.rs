@@ -296,3 +296,124 @@ fn train_progress_without_a_terminal_is_plain_lines() {
         "no clusters summary in {line}"
     );
 }
+
+/// A long run stopped with Ctrl-C continues from its last checkpoint with `--resume` and ends
+/// exactly as the same run left alone (CPU); without `--resume` its checkpoint is never
+/// overwritten, and other settings cannot resume it.
+#[test]
+fn stopped_run_resumes_from_its_checkpoint_and_ends_as_if_never_stopped() {
+    use std::io::{BufRead, BufReader};
+    let data = format!("{}/sample_data/digits", env!("CARGO_MANIFEST_DIR"));
+    let args = |out: &std::path::Path| -> Vec<String> {
+        [
+            "train",
+            "--data",
+            &data,
+            "--model",
+            "aecm",
+            "--preprocess",
+            "max",
+            "--embed",
+            "8",
+            "--hidden",
+            "256,256,1024",
+            "--epochs",
+            "14",
+            "--eval-every",
+            "1",
+            "--eval-budget",
+            "0",
+            "--device",
+            "cpu",
+            "--checkpoint-minutes",
+            "0.000001",
+            "--out",
+        ]
+        .iter()
+        .map(ToString::to_string)
+        .chain([out.display().to_string()])
+        .collect()
+    };
+    let (a, b) = (out_dir("ck-straight"), out_dir("ck-stopped"));
+    run_ok(bin().args(args(&a)));
+    let ckpt = b.join("checkpoint-seed-0.safetensors");
+    // B: stopped with SIGINT once epoch 3 is logged
+    let mut child = bin()
+        .args(args(&b))
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut log = String::new();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    for line in lines.by_ref() {
+        let line = line.unwrap();
+        log += &line;
+        log.push('\n');
+        if line.contains(": epoch 3/15 ") {
+            // SAFETY: kill(2) on our own child's pid with a valid signal number
+            unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+            break;
+        }
+    }
+    for line in lines {
+        log += &line.unwrap();
+        log.push('\n');
+    }
+    assert!(child.wait().unwrap().success(), "{log}");
+    let stopped = json(&b.join("summary.json"));
+    assert_eq!(stopped["interrupted"], true, "{log}");
+    assert!(log.contains("`--resume` continues it from"), "{log}");
+    assert!(ckpt.exists());
+    // without --resume the checkpoint is kept and the run refused, naming the file
+    let o = bin().args(args(&b)).output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success());
+    assert!(
+        err.contains(&ckpt.display().to_string()) && err.contains("--resume"),
+        "{err}"
+    );
+    // other settings cannot resume it
+    let o = bin()
+        .args(args(&b))
+        .args(["--resume", "--alpha", "3"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success());
+    assert!(
+        err.contains(&ckpt.display().to_string()) && err.contains("alpha"),
+        "{err}"
+    );
+    // --resume continues it to the end: the same run as the one never stopped
+    let err = run_ok(bin().args(args(&b)).arg("--resume"));
+    assert!(
+        err.contains("resuming") && err.contains("after epoch"),
+        "{err}"
+    );
+    let (ra, rb) = (json(&a.join("summary.json")), json(&b.join("summary.json")));
+    assert_eq!(rb["interrupted"], false);
+    for key in ["metrics", "l_sp", "km_on_embedding"] {
+        assert!(
+            ra[key].is_object() || ra[key].is_number(),
+            "{key}: {}",
+            ra[key]
+        );
+        assert_eq!(ra[key], rb[key], "{key}");
+    }
+    let losses = |r: &serde_json::Value| -> Vec<serde_json::Value> {
+        let h = r["history"].as_array().cloned().unwrap_or_default();
+        h.iter().map(|e| e["loss"].clone()).collect()
+    };
+    assert_eq!(losses(&ra).len(), 15);
+    assert_eq!(losses(&ra), losses(&rb));
+    assert_eq!(
+        std::fs::read_to_string(a.join("assignments.csv")).unwrap(),
+        std::fs::read_to_string(b.join("assignments.csv")).unwrap()
+    );
+    // the finished run's checkpoint holds its final parameters: resuming it changes nothing
+    let err = run_ok(bin().args(args(&b)).arg("--resume"));
+    assert!(err.contains("after epoch 15"), "{err}");
+    assert_eq!(json(&b.join("summary.json"))["metrics"], ra["metrics"]);
+    let _ = std::fs::remove_dir_all(&a);
+    let _ = std::fs::remove_dir_all(&b);
+}

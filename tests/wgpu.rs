@@ -113,3 +113,56 @@ fn aecm_on_the_gpu_step_matches_the_cpu_backend() {
         }
     }
 }
+
+/// An AE-CM on the GPU step saved after its first epoch (parameters and Adam's moments read
+/// back from the GPU, through the checkpoint's bytes) and resumed ends as the run left alone:
+/// on the GPU step again, and on the CPU backend (up to rounding).
+#[test]
+fn aecm_checkpoint_from_the_gpu_step_resumes_on_gpu_and_cpu() {
+    use aecm::train::Checkpoint;
+    let ds = aecm::data::generate("blobs", Some(90), 0).unwrap();
+    let cfg = TrainConfig {
+        model: ModelKind::Aecm,
+        clusters: 3,
+        alpha: vec![2.0],
+        hidden: vec![12, 9],
+        embed: 3,
+        batch: 32,
+        epochs: 3,
+        eval_every: 0,
+        seed: 5,
+        ..TrainConfig::default()
+    }
+    .check(90, 2)
+    .unwrap();
+    let mut none = |_: &Event| {};
+    let (gpu, gpu_desc) = select(DeviceChoice::Wgpu).unwrap();
+    let finish = |mut t: Trainer| {
+        while !t.is_done() {
+            t.step(&mut |_: &Event| {}).unwrap();
+        }
+        t.params_host()
+    };
+    let straight = finish(Trainer::new(cfg.clone(), ds.clone(), gpu.clone(), &gpu_desc).unwrap());
+    let mut t = Trainer::new(cfg.clone(), ds.clone(), gpu.clone(), &gpu_desc).unwrap();
+    while t.history().is_empty() {
+        t.step(&mut none).unwrap();
+    }
+    let bytes = t.checkpoint().unwrap().to_bytes().unwrap();
+    let ck = Checkpoint::from_bytes(&bytes).unwrap();
+    assert_eq!(ck.state.adam_t, 3, "3 steps of 32, 32 and 26 rows");
+    assert!(
+        ck.adam_v.iter().all(|v| v.iter().any(|&x| x > 0.0)),
+        "moments read back"
+    );
+    let (cpu, cpu_desc) = select(DeviceChoice::Cpu).unwrap();
+    for (device, desc, tol) in [(gpu, gpu_desc, 1e-5), (cpu, cpu_desc, 1e-3)] {
+        let r = Trainer::resume(ck.clone(), cfg.clone(), ds.clone(), device, &desc).unwrap();
+        let resumed = finish(r);
+        for (a, b) in resumed.iter().zip(&straight) {
+            for (x, y) in a.data.iter().zip(&b.data) {
+                assert!((x - y).abs() <= tol * (1.0 + y.abs()), "{desc}: {x} vs {y}");
+            }
+        }
+    }
+}

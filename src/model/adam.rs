@@ -5,6 +5,19 @@
 
 use burn::tensor::Tensor;
 
+/// Adam's update count and moments as host vectors in parameter order (an empty vector: a
+/// parameter not updated yet), what a checkpoint keeps; the CPU, tensor and GPU optimisers
+/// read and restore it alike.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct AdamState {
+    /// Updates done.
+    pub t: i32,
+    /// First moments.
+    pub m: Vec<Vec<f32>>,
+    /// Second moments.
+    pub v: Vec<Vec<f32>>,
+}
+
 /// Adam state over a list of parameters.
 pub struct Adam {
     /// Exponential decay of the first moment.
@@ -49,6 +62,68 @@ impl Adam {
     /// Number of updates done.
     pub fn steps(&self) -> i32 {
         self.t
+    }
+
+    /// The update count and both moments.
+    pub fn state(&self) -> AdamState {
+        if self.host {
+            return AdamState {
+                t: self.t,
+                m: self.hm.clone(),
+                v: self.hv.clone(),
+            };
+        }
+        let host = |m: &[Option<Tensor<2>>]| -> Vec<Vec<f32>> {
+            m.iter()
+                .map(|t| {
+                    t.as_ref().map_or_else(Vec::new, |t| {
+                        t.clone()
+                            .into_data()
+                            .convert::<f32>()
+                            .try_into_vec::<f32>()
+                            .unwrap_or_default()
+                    })
+                })
+                .collect()
+        };
+        AdamState {
+            t: self.t,
+            m: host(&self.m),
+            v: host(&self.v),
+        }
+    }
+
+    /// Restores [`Self::state`] (moments of the parameters' `shapes`; empty or missing: not
+    /// updated yet), on `device` when the update is not on the host.
+    pub fn with_state(
+        mut self,
+        state: &AdamState,
+        shapes: &[[usize; 2]],
+        device: &burn::tensor::Device,
+    ) -> Self {
+        use burn::tensor::TensorData;
+        let (m, v) = (&state.m, &state.v);
+        self.t = state.t;
+        for (i, shape) in shapes.iter().enumerate() {
+            let (mi, vi) = match (m.get(i), v.get(i)) {
+                (Some(a), Some(b)) if !a.is_empty() && a.len() == b.len() => (a, b),
+                _ => continue,
+            };
+            if i >= self.hm.len() {
+                break;
+            }
+            if self.host {
+                self.hm[i].clone_from(mi);
+                self.hv[i].clone_from(vi);
+            } else {
+                let tensor = |x: &Vec<f32>| {
+                    Tensor::<2>::from_data(TensorData::new(x.clone(), *shape), device)
+                };
+                self.m[i] = Some(tensor(mi));
+                self.v[i] = Some(tensor(vi));
+            }
+        }
+        self
     }
 
     /// One update with learning rate `lr`; parameters whose gradient is `None` stay as they are.

@@ -23,6 +23,7 @@
 //! Shapes: the batch `x` is `b x d` row-major; parameters are flattened in the order of
 //! [`Arch::layers`] (kernels `fan_in x fan_out` row-major, then the bias), as the host step's.
 
+use super::adam::AdamState;
 use super::dense::HostLoss;
 use super::net::{Arch, LossWeights};
 use crate::error::{AecmError, Result};
@@ -1342,13 +1343,58 @@ impl GpuStep {
 
     /// The current parameters as host vectors in parameter order (waits for the GPU).
     pub fn read_params(&self) -> Result<Vec<Vec<f32>>> {
-        let flat = self.read(&self.prm, 0, self.n_params)?;
+        Ok(self.split(&self.read(&self.prm, 0, self.n_params)?))
+    }
+
+    /// A flat buffer's contents as host vectors in parameter order.
+    fn split(&self, flat: &[f32]) -> Vec<Vec<f32>> {
         let mut out = Vec::with_capacity(self.offs.len());
         for (i, &o) in self.offs.iter().enumerate() {
             let end = self.offs.get(i + 1).copied().unwrap_or(self.n_params);
-            out.push(flat[o..end].to_vec());
+            out.push(flat.get(o..end).map(<[f32]>::to_vec).unwrap_or_default());
         }
-        Ok(out)
+        out
+    }
+
+    /// Adam's update count and moments (waits for the GPU).
+    pub fn read_adam(&self) -> Result<AdamState> {
+        Ok(AdamState {
+            t: self.t,
+            m: self.split(&self.read(&self.mom1, 0, self.n_params)?),
+            v: self.split(&self.read(&self.mom2, 0, self.n_params)?),
+        })
+    }
+
+    /// Restores Adam's update count and moments ([`Self::read_adam`]; an empty vector leaves
+    /// that parameter's moments at zero).
+    pub fn set_adam(&mut self, state: &AdamState) -> Result<()> {
+        let flat = |x: &[Vec<f32>]| -> Result<Vec<f32>> {
+            let mut out = vec![0.0f32; self.n_params];
+            for (i, p) in x.iter().enumerate().filter(|(_, p)| !p.is_empty()) {
+                let o = self.offs.get(i).copied().unwrap_or(usize::MAX);
+                match out.get_mut(o..o.saturating_add(p.len())) {
+                    Some(dst)
+                        if o + p.len()
+                            <= self.offs.get(i + 1).copied().unwrap_or(self.n_params) =>
+                    {
+                        dst.copy_from_slice(p);
+                    }
+                    _ => {
+                        return Err(AecmError::Backend(format!(
+                            "GPU step: Adam's moments of parameter {i} do not match the architecture"
+                        )));
+                    }
+                }
+            }
+            Ok(out)
+        };
+        let (fm, fv) = (flat(&state.m)?, flat(&state.v)?);
+        self.queue
+            .write_buffer(&self.mom1, 0, bytemuck::cast_slice(&fm));
+        self.queue
+            .write_buffer(&self.mom2, 0, bytemuck::cast_slice(&fv));
+        self.t = state.t;
+        Ok(())
     }
 }
 

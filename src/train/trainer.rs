@@ -1,12 +1,13 @@
 //! The synchronous trainer: one validated config, one data set, an event sink and a stop flag.
 //! A worker thread can wrap it; hyper-parameters may change between steps.
 
+use super::checkpoint::{self, Checkpoint, CheckpointState, DataPrint};
 use super::config::{CheckedConfig, Init, ModelKind, eval_spacing};
 use super::events::{EpochRecord, Event, EventSink, RunResult};
 use crate::data::Dataset;
 use crate::error::{AecmError, Result};
 use crate::metrics::{Scores, scores};
-use crate::model::adam::Adam;
+use crate::model::adam::{Adam, AdamState};
 use crate::model::baselines::{self, DeviceData, Seeding};
 use crate::model::dense::{self, HostLoss};
 use crate::model::gpu::{self, GpuStep};
@@ -20,7 +21,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 /// Where a run is in its schedule.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Phase {
     /// Autoencoder alone, mean-squared error (AE-CM pretrained, AE-KM).
@@ -93,6 +94,8 @@ pub struct Trainer {
     next_eval: usize,
     epoch_start: Instant,
     started: Instant,
+    /// Seconds of training in earlier sessions of this run (a resumed checkpoint's).
+    elapsed_before: f64,
     device_name: String,
 }
 
@@ -200,6 +203,7 @@ impl Trainer {
             next_eval: cfg_eval_every,
             epoch_start: Instant::now(),
             started: Instant::now(),
+            elapsed_before: 0.0,
             device_name: device_name.to_string(),
         };
         t.phase_epochs = t.epochs_of(phase);
@@ -775,7 +779,12 @@ impl Trainer {
             let b_max = self.cfg.batch.max(self.cfg.pretrain_batch).min(n).max(1);
             let b_min = self.cfg.batch.min(self.cfg.pretrain_batch).max(1);
             let slots = n.div_ceil(b_min).clamp(1, 4096);
-            self.gpu = Some(GpuStep::new(&self.arch, &host, b_max, slots, n)?);
+            let mut g = GpuStep::new(&self.arch, &host, b_max, slots, n)?;
+            // a resumed run's optimiser carries on (a phase's first step has a fresh one)
+            if self.adam.steps() > 0 {
+                g.set_adam(&self.adam.state())?;
+            }
+            self.gpu = Some(g);
         }
         let xb = self.gather_rows(&self.perm_host[rows]);
         let loss = self.host_loss();
@@ -1070,7 +1079,18 @@ impl Trainer {
     }
 
     /// Runs to the end (or until `stop` is set, after the current step) and returns the result.
-    pub fn run(mut self, sink: &mut dyn EventSink, stop: &AtomicBool) -> Result<RunResult> {
+    pub fn run(self, sink: &mut dyn EventSink, stop: &AtomicBool) -> Result<RunResult> {
+        self.run_with(sink, stop, &mut |_| Ok(()))
+    }
+
+    /// [`Self::run`], calling `between` after every epoch (at an epoch boundary, where
+    /// [`Self::checkpoint`] works), the last time with the schedule done.
+    pub fn run_with(
+        mut self,
+        sink: &mut dyn EventSink,
+        stop: &AtomicBool,
+        between: &mut dyn FnMut(&mut Trainer) -> Result<()>,
+    ) -> Result<RunResult> {
         self.started = Instant::now();
         let mut interrupted = false;
         while !self.is_done() {
@@ -1079,10 +1099,146 @@ impl Trainer {
                 break;
             }
             self.step(sink)?;
+            if self.at_epoch_boundary() {
+                between(&mut self)?;
+            }
         }
         let result = self.result(interrupted);
         sink.event(&Event::Done { interrupted });
         Ok(result)
+    }
+
+    /// True between two epochs (no epoch begun): where a checkpoint can be taken.
+    pub fn at_epoch_boundary(&self) -> bool {
+        self.perm.is_none()
+    }
+
+    /// Seconds of training of this run so far, earlier sessions of a resumed run included.
+    pub fn elapsed_s(&self) -> f64 {
+        self.elapsed_before + self.started.elapsed().as_secs_f64()
+    }
+
+    /// Everything needed to continue this run exactly ([`Self::resume`]); only between epochs
+    /// ([`Self::at_epoch_boundary`]). Reads the parameters and Adam's moments back from the
+    /// GPU when they live there; a finished run keeps its parameters only.
+    pub fn checkpoint(&mut self) -> Result<Checkpoint> {
+        if !self.at_epoch_boundary() {
+            return Err(AecmError::config(
+                "checkpoint",
+                "a run can be saved only between two epochs",
+            ));
+        }
+        self.sync_tensors();
+        if let Some(e) = self.gpu_error.take() {
+            return Err(AecmError::Backend(e));
+        }
+        let params: Vec<Vec<f32>> = self
+            .params
+            .iter()
+            .map(|t| HostMat::from_tensor(t).data)
+            .collect();
+        let adam = match &self.gpu {
+            _ if self.phase == Phase::Done => AdamState {
+                t: self.adam.steps(),
+                ..AdamState::default()
+            },
+            Some(g) => g.read_adam()?,
+            None => self.adam.state(),
+        };
+        Ok(Checkpoint {
+            state: CheckpointState {
+                format: checkpoint::FORMAT,
+                config: (*self.cfg).clone(),
+                data: DataPrint::of(&self.data),
+                phase: self.phase,
+                epoch_in_phase: self.epoch_in_phase,
+                step: self.step,
+                next_eval: self.next_eval,
+                weights: self.weights.clone(),
+                lr: self.lr,
+                rng_word_pos: self.rng.get_word_pos().to_string(),
+                adam_t: adam.t,
+                adam_eps: self.adam.eps,
+                elapsed_s: self.elapsed_s(),
+                device: self.device_name.clone(),
+                history: self.history.clone(),
+            },
+            shapes: self.arch.param_shapes(),
+            params,
+            adam_m: adam.m,
+            adam_v: adam.v,
+        })
+    }
+
+    /// A trainer that continues the run saved in `ck` ([`Self::checkpoint`]) with the
+    /// configuration `cfg` on `data`, which must be the checkpoint's (the evaluation settings
+    /// may differ). On the device that saved it the run continues exactly as if it had not
+    /// stopped; on another device, up to rounding.
+    pub fn resume(
+        ck: Checkpoint,
+        cfg: CheckedConfig,
+        data: Dataset,
+        device: Device,
+        device_name: &str,
+    ) -> Result<Self> {
+        ck.check_matches(&cfg, &data)
+            .map_err(|m| AecmError::config("resume", m))?;
+        let mut t = Self::new(cfg, data, device, device_name)?;
+        let shapes = t.arch.param_shapes();
+        let fits = ck.params.len() == shapes.len()
+            && ck.shapes == shapes
+            && ck
+                .params
+                .iter()
+                .zip(&shapes)
+                .all(|(p, [r, c])| p.len() == r * c);
+        if !fits {
+            return Err(AecmError::config(
+                "resume",
+                format!(
+                    "the checkpoint's parameters ({} arrays) do not fit the model ({} arrays)",
+                    ck.params.len(),
+                    shapes.len()
+                ),
+            ));
+        }
+        let st = ck.state;
+        let pos: u128 = st.rng_word_pos.parse().map_err(|_| {
+            AecmError::config(
+                "resume",
+                format!("generator position {:?}", st.rng_word_pos),
+            )
+        })?;
+        t.params = t.tensors_of(&ck.params);
+        t.host_params = None;
+        t.host_dirty = false;
+        t.phase = st.phase;
+        t.phase_epochs = t.epochs_of(st.phase);
+        t.epoch_in_phase = st.epoch_in_phase;
+        t.step = st.step;
+        t.next_eval = st.next_eval;
+        t.weights = st.weights;
+        t.lr = st.lr;
+        t.rng.set_word_pos(pos);
+        t.adam = Adam::new(shapes.len(), st.adam_eps)
+            .with_host_update(t.device == Device::flex())
+            .with_state(
+                &AdamState {
+                    t: st.adam_t,
+                    m: ck.adam_m,
+                    v: ck.adam_v,
+                },
+                &shapes,
+                &t.device,
+            );
+        t.history = st.history;
+        t.elapsed_before = st.elapsed_s;
+        t.z_frozen = None;
+        if t.phase == Phase::CmPretrain {
+            // the encoder does not train in this phase: its embedding is the frozen one
+            t.z_frozen = Some(t.embed_all());
+        }
+        Ok(t)
     }
 
     /// The result at this point: predictions, scores, L_sp, centroids, history.
@@ -1150,7 +1306,7 @@ impl Trainer {
             steps: self.step,
             epochs: self.history.len(),
             interrupted,
-            wall_s: self.started.elapsed().as_secs_f64(),
+            wall_s: self.elapsed_s(),
         }
     }
 }
@@ -1618,6 +1774,110 @@ mod tests {
             // and it differs from the last iterate
             assert_ne!(avg, *iterates.last().unwrap());
         }
+    }
+
+    /// A run saved between any two epochs (through the checkpoint's bytes) and resumed ends
+    /// exactly as the run that never stopped: the CM, the random-init AE-CM, and every phase of
+    /// the pre-trained AE-CM (autoencoder, CM on the frozen embedding, joint, averaging, done),
+    /// on the CPU.
+    #[test]
+    fn resumed_runs_end_exactly_as_uninterrupted_ones() {
+        let go = AtomicBool::new(false);
+        let pretrained = TrainConfig {
+            epochs: 2,
+            pretrain_epochs: 2,
+            cm_pretrain_epochs: 2,
+            eval_every: 2,
+            seed: 3,
+            ..tiny_aecm()
+        }
+        .check(90, 2)
+        .unwrap();
+        let cases = [
+            ("cm", cfg(ModelKind::Cm, 4, true)),
+            ("aecm", cfg(ModelKind::Aecm, 4, true)),
+            ("aecm pretrained", pretrained),
+        ];
+        let history = |r: &RunResult| -> Vec<(Vec<f64>, Option<Scores>, Option<f64>)> {
+            r.history
+                .iter()
+                .map(|h| (h.terms.clone(), h.scores, h.lsp))
+                .collect()
+        };
+        for (name, c) in cases {
+            let straight = Trainer::new(c.clone(), blobs(), Device::flex(), "cpu")
+                .unwrap()
+                .run(&mut |_: &Event| {}, &go)
+                .unwrap();
+            let mut t = Trainer::new(c.clone(), blobs(), Device::flex(), "cpu").unwrap();
+            let mut resumed = 0;
+            let mut mid_epoch_refused = false;
+            while !t.is_done() {
+                t.step(&mut |_: &Event| {}).unwrap();
+                if !t.at_epoch_boundary() {
+                    mid_epoch_refused |= t.checkpoint().is_err();
+                    continue;
+                }
+                let bytes = t.checkpoint().unwrap().to_bytes().unwrap();
+                let ck = Checkpoint::from_bytes(&bytes).unwrap();
+                assert_eq!(ck.epochs_done(), t.history().len(), "{name}");
+                t = Trainer::resume(ck, c.clone(), blobs(), Device::flex(), "cpu").unwrap();
+                resumed += 1;
+            }
+            assert!(mid_epoch_refused, "{name}: a checkpoint inside an epoch");
+            let r = t.result(false);
+            assert_eq!(resumed, straight.epochs, "{name}");
+            assert_eq!(r.steps, straight.steps, "{name}");
+            assert_eq!(history(&r), history(&straight), "{name}");
+            assert_eq!(r.assignments, straight.assignments, "{name}");
+            assert_eq!(r.centroids, straight.centroids, "{name}");
+            assert_eq!(r.decoded_centroids, straight.decoded_centroids, "{name}");
+            assert_eq!(r.lsp, straight.lsp, "{name}");
+            assert_eq!(r.km_on_embedding, straight.km_on_embedding, "{name}");
+        }
+    }
+
+    /// A checkpoint resumes only the run it belongs to: other settings (the evaluation's
+    /// excepted) or other data are refused, naming what differs.
+    #[test]
+    fn resume_refuses_other_settings_and_data() {
+        let c = cfg(ModelKind::Aecm, 3, true);
+        let mut t = Trainer::new(c.clone(), blobs(), Device::flex(), "cpu").unwrap();
+        while t.history().is_empty() {
+            t.step(&mut |_: &Event| {}).unwrap();
+        }
+        let ck = t.checkpoint().unwrap();
+        let with = |f: &dyn Fn(&mut TrainConfig)| {
+            let mut tc = (*c).clone();
+            f(&mut tc);
+            tc.check(90, 2).unwrap()
+        };
+        let err = |c: CheckedConfig, ds: Dataset| {
+            Trainer::resume(ck.clone(), c, ds, Device::flex(), "cpu")
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default()
+        };
+        let e = err(with(&|tc| tc.alpha = vec![5.0]), blobs());
+        assert!(e.contains("alpha [2.0] (now [5.0])"), "{e}");
+        let e = err(with(&|tc| tc.epochs = 9), blobs());
+        assert!(e.contains("epochs 3 (now 9)"), "{e}");
+        let mut other = blobs();
+        other.x[0] += 1.0;
+        let e = err(c.clone(), other);
+        assert!(e.contains("trained on other data"), "{e}");
+        // the evaluation's settings may change
+        let ok = Trainer::resume(
+            ck.clone(),
+            with(&|tc| {
+                tc.eval_every = 5;
+                tc.eval_budget = 0.0;
+            }),
+            blobs(),
+            Device::flex(),
+            "cpu",
+        );
+        assert!(ok.is_ok());
     }
 
     #[test]
