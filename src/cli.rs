@@ -237,6 +237,11 @@ pub struct TrainArgs {
     /// Adam epsilon of the autoencoder pre-training (AE-CM pretrained, AE-KM).
     #[arg(long, default_value_t = 1e-7)]
     pub pretrain_adam_eps: f64,
+    /// The autoencoder pre-training (AE-CM pretrained, AE-KM) with the authors' optimiser:
+    /// SGD with LR,MOMENTUM (e.g. 0.01,0.9) on the per-sample squared error summed over the
+    /// batch, instead of Adam; a probe option
+    #[arg(long, value_delimiter = ',', value_name = "LR,MOMENTUM")]
+    pub pretrain_sgd: Option<Vec<f64>>,
     /// Differentiate with burn's autodiff instead of the closed-form steps (the CM's gradients;
     /// on the CPU the autoencoder's host step): slower, same results up to rounding.
     #[arg(long, alias = "autodiff")]
@@ -535,6 +540,17 @@ pub fn build_config(a: &TrainArgs, ds: &data::Dataset) -> anyhow::Result<TrainCo
     }
     c.adam_eps = a.adam_eps;
     c.pretrain_adam_eps = a.pretrain_adam_eps;
+    c.pretrain_sgd = match a.pretrain_sgd.as_deref() {
+        None => None,
+        Some(&[lr, mom]) => Some([lr, mom]),
+        Some(v) => {
+            return Err(AecmError::config(
+                "pretrain-sgd",
+                format!("{v:?}: expected two numbers LR,MOMENTUM"),
+            )
+            .into());
+        }
+    };
     c.cm_autodiff = a.cm_autodiff;
     c.quadratic = a.quadratic;
     c.seed = a.seed;
@@ -742,7 +758,9 @@ fn train_cmd(a: TrainArgs) -> anyhow::Result<()> {
             let every_s = 60.0 * a.checkpoint_minutes;
             let mut last_saved = Instant::now();
             let mut between = |t: &mut Trainer| -> crate::error::Result<()> {
-                let Some(path) = &ck_path else { return Ok(()) };
+                let Some(path) = ck_path.as_ref().filter(|_| every_s > 0.0) else {
+                    return Ok(());
+                };
                 if !t.is_done() && last_saved.elapsed().as_secs_f64() < every_s {
                     return Ok(());
                 }

@@ -17,12 +17,11 @@ fn json(p: &std::path::Path) -> serde_json::Value {
     serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
 }
 
-/// `aecm train` of an AE-CM on the bundled digits (pixels / max, embedding 8, 3 epochs, CPU),
-/// writing to `out`; `extra` adds the network and weights under test.
-fn aecm_on_digits(out: &std::path::Path, extra: &[&str]) -> Command {
+/// The arguments of `aecm train` for an AE-CM on the bundled digits (pixels / max, embedding
+/// 8, CPU).
+fn digits_aecm_args() -> Vec<String> {
     let data = format!("{}/sample_data/digits", env!("CARGO_MANIFEST_DIR"));
-    let mut c = bin();
-    c.args([
+    [
         "train",
         "--data",
         &data,
@@ -30,13 +29,25 @@ fn aecm_on_digits(out: &std::path::Path, extra: &[&str]) -> Command {
         "aecm",
         "--preprocess",
         "max",
-    ])
-    .args([
-        "--embed", "8", "--epochs", "3", "--device", "cpu", "--quiet",
-    ])
-    .args(extra)
-    .arg("--out")
-    .arg(out);
+        "--embed",
+        "8",
+        "--device",
+        "cpu",
+    ]
+    .iter()
+    .map(ToString::to_string)
+    .collect()
+}
+
+/// `aecm train` of an AE-CM on the bundled digits for 3 epochs, writing to `out`; `extra` adds
+/// the network and weights under test.
+fn aecm_on_digits(out: &std::path::Path, extra: &[&str]) -> Command {
+    let mut c = bin();
+    c.args(digits_aecm_args())
+        .args(["--epochs", "3", "--quiet"])
+        .args(extra)
+        .arg("--out")
+        .arg(out);
     c
 }
 
@@ -303,36 +314,26 @@ fn train_progress_without_a_terminal_is_plain_lines() {
 #[test]
 fn stopped_run_resumes_from_its_checkpoint_and_ends_as_if_never_stopped() {
     use std::io::{BufRead, BufReader};
-    let data = format!("{}/sample_data/digits", env!("CARGO_MANIFEST_DIR"));
     let args = |out: &std::path::Path| -> Vec<String> {
-        [
-            "train",
-            "--data",
-            &data,
-            "--model",
-            "aecm",
-            "--preprocess",
-            "max",
-            "--embed",
-            "8",
-            "--hidden",
-            "256,256,1024",
-            "--epochs",
-            "14",
-            "--eval-every",
-            "1",
-            "--eval-budget",
-            "0",
-            "--device",
-            "cpu",
-            "--checkpoint-minutes",
-            "0.000001",
-            "--out",
-        ]
-        .iter()
-        .map(ToString::to_string)
-        .chain([out.display().to_string()])
-        .collect()
+        let mut v = digits_aecm_args();
+        v.extend(
+            [
+                "--hidden",
+                "256,256,1024",
+                "--epochs",
+                "14",
+                "--eval-every",
+                "1",
+                "--eval-budget",
+                "0",
+                "--checkpoint-minutes",
+                "0.000001",
+                "--out",
+            ]
+            .map(String::from),
+        );
+        v.push(out.display().to_string());
+        v
     };
     let (a, b) = (out_dir("ck-straight"), out_dir("ck-stopped"));
     run_ok(bin().args(args(&a)));

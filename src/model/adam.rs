@@ -2,6 +2,10 @@
 //! `theta -= lr_t * m / (sqrt(v) + eps)`, `lr_t = lr * sqrt(1 - b2^t) / (1 - b1^t)`
 //! (epsilon added to the uncorrected second moment; burn's and PyTorch's Adam add it to the
 //! bias-corrected one, which differs early in training when eps = 1e-3).
+//!
+//! [`Adam::with_sgd_momentum`] turns it into Keras' SGD with momentum (`velocity = momentum *
+//! velocity - lr * g; theta += velocity`, velocity in the first moment's slot), the optimiser of
+//! the authors' autoencoder pre-training.
 
 use burn::tensor::Tensor;
 
@@ -33,6 +37,8 @@ pub struct Adam {
     host: bool,
     hm: Vec<Vec<f32>>,
     hv: Vec<Vec<f32>>,
+    /// SGD with this momentum instead of Adam.
+    sgd_momentum: Option<f64>,
 }
 
 impl Adam {
@@ -48,7 +54,15 @@ impl Adam {
             host: false,
             hm: vec![Vec::new(); n],
             hv: vec![Vec::new(); n],
+            sgd_momentum: None,
         }
+    }
+
+    /// Keras' SGD with `momentum` (0: plain SGD) instead of Adam, for every update after this;
+    /// `None` keeps Adam.
+    pub fn with_sgd_momentum(mut self, momentum: Option<f64>) -> Self {
+        self.sgd_momentum = momentum;
+        self
     }
 
     /// Fused host update (for the CPU backend): each parameter's update becomes one pass over
@@ -104,23 +118,18 @@ impl Adam {
         use burn::tensor::TensorData;
         let (m, v) = (&state.m, &state.v);
         self.t = state.t;
-        for (i, shape) in shapes.iter().enumerate() {
-            let (mi, vi) = match (m.get(i), v.get(i)) {
-                (Some(a), Some(b)) if !a.is_empty() && a.len() == b.len() => (a, b),
-                _ => continue,
-            };
-            if i >= self.hm.len() {
-                break;
-            }
+        // SGD keeps only its velocity (in `m`); Adam both moments
+        for (i, shape) in shapes.iter().enumerate().take(self.hm.len()) {
+            let n = shape[0] * shape[1];
+            let fit = |x: Option<&Vec<f32>>| x.filter(|x| x.len() == n).cloned();
+            let tensor = |x: Vec<f32>| Tensor::<2>::from_data(TensorData::new(x, *shape), device);
+            let (mi, vi) = (fit(m.get(i)), fit(v.get(i)));
             if self.host {
-                self.hm[i].clone_from(mi);
-                self.hv[i].clone_from(vi);
+                self.hm[i] = mi.unwrap_or_default();
+                self.hv[i] = vi.unwrap_or_default();
             } else {
-                let tensor = |x: &Vec<f32>| {
-                    Tensor::<2>::from_data(TensorData::new(x.clone(), *shape), device)
-                };
-                self.m[i] = Some(tensor(mi));
-                self.v[i] = Some(tensor(vi));
+                self.m[i] = mi.map(tensor);
+                self.v[i] = vi.map(tensor);
             }
         }
         self
@@ -130,7 +139,24 @@ impl Adam {
     pub fn step(&mut self, lr: f64, params: &mut [Tensor<2>], grads: Vec<Option<Tensor<2>>>) {
         self.t += 1;
         let t = self.t;
-        let lr_t = lr * (1.0 - self.beta2.powi(t)).sqrt() / (1.0 - self.beta1.powi(t));
+        if let Some(mom) = self.sgd_momentum
+            && !self.host
+        {
+            for (i, g) in grads.into_iter().enumerate() {
+                let Some(g) = g else { continue };
+                let v = match self.m[i].take() {
+                    Some(v) => v * mom - g * lr,
+                    None => g * (-lr),
+                };
+                params[i] = params[i].clone() + v.clone();
+                self.m[i] = Some(v);
+            }
+            return;
+        }
+        let lr_t = match self.sgd_momentum {
+            Some(_) => lr,
+            None => lr * (1.0 - self.beta2.powi(t)).sqrt() / (1.0 - self.beta1.powi(t)),
+        };
         if self.host {
             self.host_step(lr_t, params, grads);
             return;
@@ -169,6 +195,14 @@ impl Adam {
             };
             let gv = to_vec(g);
             let mut p = to_vec(params[i].clone());
+            if let Some(mom) = self.sgd_momentum {
+                if self.hm[i].len() != gv.len() {
+                    self.hm[i] = vec![0.0; gv.len()];
+                }
+                sgd(&mut p, &mut self.hm[i], &gv, mom as f32, lr);
+                params[i] = Tensor::from_data(TensorData::new(p, shape), &device);
+                continue;
+            }
             if self.hm[i].is_empty() {
                 self.hm[i] = vec![0.0; gv.len()];
                 self.hv[i] = vec![0.0; gv.len()];
@@ -190,6 +224,19 @@ impl Adam {
     pub fn step_host(&mut self, lr: f64, params: &mut [Vec<f32>], grads: &[Vec<f32>]) {
         self.t += 1;
         let t = self.t;
+        if let Some(mom) = self.sgd_momentum {
+            let (mom, lr) = (mom as f32, lr as f32);
+            for (i, (p, g)) in params.iter_mut().zip(grads).enumerate() {
+                if g.is_empty() || g.len() != p.len() {
+                    continue;
+                }
+                if self.hm[i].len() != g.len() {
+                    self.hm[i] = vec![0.0; g.len()];
+                }
+                sgd(p, &mut self.hm[i], g, mom, lr);
+            }
+            return;
+        }
         let lr_t = lr * (1.0 - self.beta2.powi(t)).sqrt() / (1.0 - self.beta1.powi(t));
         let k = [
             self.beta1 as f32,
@@ -209,6 +256,14 @@ impl Adam {
             }
             fused(p, &mut self.hm[i], &mut self.hv[i], g, k);
         }
+    }
+}
+
+/// Keras' SGD update of one parameter with momentum `mom`: `v = mom v - lr g; p += v`.
+fn sgd(p: &mut [f32], v: &mut [f32], g: &[f32], mom: f32, lr: f32) {
+    for ((p, v), &g) in p.iter_mut().zip(v.iter_mut()).zip(g) {
+        *v = mom * *v - lr * g;
+        *p += *v;
     }
 }
 
@@ -233,4 +288,64 @@ fn fused(p: &mut [f32], m: &mut [f32], v: &mut [f32], g: &[f32], k: [f32; 6]) {
                 *v = vj;
             }
         });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use burn::tensor::{Device, TensorData};
+
+    /// SGD with momentum is Keras': `v = m v - lr g; p += v`, on the host, on host-updated
+    /// tensors and on device tensors alike, and its velocity survives `state`/`with_state`.
+    #[test]
+    fn sgd_momentum_is_keras_sgd_on_every_path() {
+        let dev = Device::flex();
+        let (lr, mom) = (0.1, 0.5);
+        let g1 = [1.0f32, -2.0];
+        let g2 = [0.5f32, 0.5];
+        // by hand: v1 = -lr g1, p1 = p0 + v1; v2 = mom v1 - lr g2, p2 = p1 + v2
+        let p0 = [1.0f32, 1.0];
+        let v1: Vec<f32> = g1.iter().map(|g| -0.1 * g).collect();
+        let p1: Vec<f32> = p0.iter().zip(&v1).map(|(p, v)| p + v).collect();
+        let v2: Vec<f32> = v1.iter().zip(&g2).map(|(v, g)| 0.5 * v - 0.1 * g).collect();
+        let p2: Vec<f32> = p1.iter().zip(&v2).map(|(p, v)| p + v).collect();
+        let close = |a: &[f32], b: &[f32]| {
+            assert!(
+                a.iter().zip(b).all(|(x, y)| (x - y).abs() < 1e-6),
+                "{a:?} vs {b:?}"
+            )
+        };
+        // host vectors
+        let mut o = Adam::new(1, 1e-3).with_sgd_momentum(Some(mom));
+        let mut p = vec![p0.to_vec()];
+        o.step_host(lr, &mut p, &[g1.to_vec()]);
+        close(&p[0], &p1);
+        o.step_host(lr, &mut p, &[g2.to_vec()]);
+        close(&p[0], &p2);
+        // tensors, updated on the host or as tensors, with a state round trip in between
+        let t = |v: &[f32]| Tensor::<2>::from_data(TensorData::new(v.to_vec(), [1, 2]), &dev);
+        let host = |x: &Tensor<2>| {
+            x.clone()
+                .into_data()
+                .convert::<f32>()
+                .try_to_vec::<f32>()
+                .unwrap()
+        };
+        for on_host in [true, false] {
+            let mut o = Adam::new(1, 1e-3)
+                .with_host_update(on_host)
+                .with_sgd_momentum(Some(mom));
+            let mut p = vec![t(&p0)];
+            o.step(lr, &mut p, vec![Some(t(&g1))]);
+            close(&host(&p[0]), &p1);
+            let st = o.state();
+            close(&st.m[0], &v1);
+            let mut o = Adam::new(1, 1e-3)
+                .with_host_update(on_host)
+                .with_sgd_momentum(Some(mom))
+                .with_state(&st, &[[1, 2]], &dev);
+            o.step(lr, &mut p, vec![Some(t(&g2))]);
+            close(&host(&p[0]), &p2);
+        }
+    }
 }

@@ -116,6 +116,13 @@ pub struct TrainConfig {
     /// mean-squared error).
     #[serde(default = "default_pretrain_eps")]
     pub pretrain_adam_eps: f64,
+    /// The autoencoder pre-training with the authors' optimiser instead of Adam: SGD with
+    /// `[learning rate, momentum]` on the per-sample mean squared error summed over the batch
+    /// (their `AE.py`: `SGD(1e-2, 0.9)` for MNIST and USPS, `SGD(1e-3, 0.9)` for Pendigits);
+    /// `None`: Adam (`pretrain_adam_eps`) on the batch's mean squared error. A probe of the
+    /// pre-trained USPS gap (REPRODUCTION.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pretrain_sgd: Option<[f64; 2]>,
     /// Differentiate with burn's autodiff instead of the closed-form steps: the clustering
     /// module's gradients (`model::net::cm_loss_and_grads`) and, on the CPU backend, the
     /// autoencoder's host step (`model::dense`). Same values up to rounding, slower. (The name
@@ -191,6 +198,7 @@ impl Default for TrainConfig {
             lr: 1e-3,
             adam_eps: 1e-3,
             pretrain_adam_eps: 1e-7,
+            pretrain_sgd: None,
             cm_autodiff: false,
             seed: 0,
             init: Init::Random,
@@ -292,6 +300,14 @@ impl TrainConfig {
             return Err(AecmError::config(
                 "lr",
                 format!("must be a finite number > 0, got {}", c.lr),
+            ));
+        }
+        if let Some([lr, mom]) = c.pretrain_sgd
+            && !(lr.is_finite() && lr > 0.0 && (0.0..1.0).contains(&mom))
+        {
+            return Err(AecmError::config(
+                "pretrain-sgd",
+                format!("{lr},{mom}: expected LR,MOMENTUM with LR > 0 and 0 <= MOMENTUM < 1"),
             ));
         }
         if !c.pretrain_adam_eps.is_finite() || c.pretrain_adam_eps <= 0.0 {

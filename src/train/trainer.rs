@@ -156,15 +156,9 @@ impl Trainer {
             (ModelKind::AeKm, _) | (ModelKind::Aecm, Init::Pretrained) => Phase::AePretrain,
             _ => Phase::Train,
         };
-        let n_params = params.len();
-        let host_adam = device == Device::flex();
+        let adam = optimizer(&cfg, phase, params.len(), &device);
         let weights = cfg.weights();
         let lr = cfg.lr;
-        let eps = if phase == Phase::AePretrain {
-            cfg.pretrain_adam_eps
-        } else {
-            cfg.adam_eps
-        };
         let seed = cfg.seed;
         let cfg_eval_every = cfg.eval_every.max(1);
         let x_sparse = (kind == NetKind::Cm && device == Device::flex())
@@ -185,7 +179,7 @@ impl Trainer {
             gpu_dirty: false,
             gpu_error: None,
             gpu_unavailable: None,
-            adam: Adam::new(n_params, eps).with_host_update(host_adam),
+            adam,
             rng: rng(seed, 2),
             weights,
             lr,
@@ -363,13 +357,11 @@ impl Trainer {
                 let km = baselines::kmeans(&dd, self.arch.k, 20, Seeding::KmeansPP, &mut r);
                 set_cm_params(&mut self.params, &self.arch, &km.centres, &self.device);
                 self.z_frozen = Some(z);
-                self.adam = Adam::new(self.params.len(), self.cfg.adam_eps)
-                    .with_host_update(self.device == Device::flex());
+                self.adam = optimizer(&self.cfg, next, self.params.len(), &self.device);
             }
             if self.phase == Phase::CmPretrain && next == Phase::Train {
                 self.z_frozen = None;
-                self.adam = Adam::new(self.params.len(), self.cfg.adam_eps)
-                    .with_host_update(self.device == Device::flex());
+                self.adam = optimizer(&self.cfg, next, self.params.len(), &self.device);
             }
             if next == Phase::Averaging {
                 self.avg_sum = None;
@@ -512,10 +504,21 @@ impl Trainer {
             }
     }
 
-    /// True when this phase's step runs in [`gpu`]'s shaders: the AE-CM (and its pre-training)
-    /// on the wgpu backend, unless `cm_autodiff`.
+    /// The learning rate of an update on `rows` rows: the run's, or in the autoencoder's
+    /// pre-training with `pretrain_sgd` that rate times the rows, since its loss (a mean over
+    /// the batch) stands for the authors' sum over the batch.
+    fn step_lr(&self, rows: usize) -> f64 {
+        match self.cfg.pretrain_sgd {
+            Some([lr, _]) if self.phase == Phase::AePretrain => lr * rows as f64,
+            _ => self.lr,
+        }
+    }
+
+    /// True when this phase's step runs in [`gpu`]'s shaders: the AE-CM (and its pre-training
+    /// with Adam) on the wgpu backend, unless `cm_autodiff`.
     fn gpu_step_on(&self) -> bool {
-        !self.cfg.cm_autodiff
+        !(self.cfg.cm_autodiff
+            || self.phase == Phase::AePretrain && self.cfg.pretrain_sgd.is_some())
             && self.device != Device::flex()
             && self.gpu_unavailable.is_none()
             && gpu::supported(&self.arch)
@@ -595,6 +598,7 @@ impl Trainer {
             self.gather_rows(idx)
         };
         let loss = self.host_loss();
+        let lr = self.step_lr(b);
         let params = &self.params;
         let hp = self.host_params.get_or_insert_with(|| {
             params
@@ -617,7 +621,7 @@ impl Trainer {
             // a zero gradient leaves Adam's moments at zero: the kernel does not move
             grads[0].fill(0.0);
         }
-        self.adam.step_host(self.lr, hp, &grads);
+        self.adam.step_host(lr, hp, &grads);
         self.host_dirty = true;
         let n = terms.len();
         Tensor::<1>::from_data(TensorData::new(terms, [n]), &self.device)
@@ -741,7 +745,8 @@ impl Trainer {
                 }
             })
             .collect();
-        self.adam.step(self.lr, &mut self.params, g);
+        let lr = self.step_lr(rows.len());
+        self.adam.step(lr, &mut self.params, g);
         Ok(Some(terms.without_autodiff().detach()))
     }
 
@@ -1220,17 +1225,15 @@ impl Trainer {
         t.weights = st.weights;
         t.lr = st.lr;
         t.rng.set_word_pos(pos);
-        t.adam = Adam::new(shapes.len(), st.adam_eps)
-            .with_host_update(t.device == Device::flex())
-            .with_state(
-                &AdamState {
-                    t: st.adam_t,
-                    m: ck.adam_m,
-                    v: ck.adam_v,
-                },
-                &shapes,
-                &t.device,
-            );
+        t.adam = optimizer(&t.cfg, t.phase, shapes.len(), &t.device).with_state(
+            &AdamState {
+                t: st.adam_t,
+                m: ck.adam_m,
+                v: ck.adam_v,
+            },
+            &shapes,
+            &t.device,
+        );
         t.history = st.history;
         t.elapsed_before = st.elapsed_s;
         t.z_frozen = None;
@@ -1309,6 +1312,21 @@ impl Trainer {
             wall_s: self.elapsed_s(),
         }
     }
+}
+
+/// A fresh optimiser for the parameters of a run of `cfg` entering `phase`: Adam (the
+/// pre-training's epsilon, or the run's), or for the autoencoder's pre-training with
+/// `pretrain_sgd` the authors' SGD with momentum; updated on the host on the CPU backend.
+fn optimizer(cfg: &CheckedConfig, phase: Phase, n: usize, device: &Device) -> Adam {
+    let pre = phase == Phase::AePretrain;
+    let eps = if pre {
+        cfg.pretrain_adam_eps
+    } else {
+        cfg.adam_eps
+    };
+    Adam::new(n, eps)
+        .with_host_update(*device == Device::flex())
+        .with_sgd_momentum(cfg.pretrain_sgd.filter(|_| pre).map(|[_, m]| m))
 }
 
 /// Sets the CM weights from centres U (`K x p`): `W_enc = pinv(U)` (`p x K`), `W_dec = U`, both
@@ -1683,6 +1701,96 @@ mod tests {
         }
     }
 
+    /// `pretrain_sgd` is the authors' pre-training optimiser: one step of SGD (momentum 0) on a
+    /// full batch moves the parameters by `-lr` times the gradient of the per-sample mean squared
+    /// error summed over the batch (computed here by autodiff), on the host step and on the
+    /// autodiff path; with momentum the two paths train the same autoencoder, unlike Adam.
+    #[test]
+    fn authors_sgd_pretraining_steps_on_the_batch_summed_error() {
+        let ds = blobs();
+        let base = TrainConfig {
+            model: ModelKind::AeKm,
+            pretrain_batch: 90,
+            epochs: 1,
+            pretrain_sgd: Some([0.01, 0.0]),
+            seed: 2,
+            ..tiny_aecm()
+        };
+        for autodiff in [false, true] {
+            let c = TrainConfig {
+                cm_autodiff: autodiff,
+                ..base.clone()
+            };
+            let mut t =
+                Trainer::new(c.check(90, 2).unwrap(), ds.clone(), Device::flex(), "cpu").unwrap();
+            let before = t.params_host();
+            t.step(&mut |_: &Event| {}).unwrap();
+            let after = t.params_host();
+            let dev = Device::flex();
+            let leaves: Vec<Tensor<2>> = before
+                .iter()
+                .map(|p| p.to_tensor(&dev).autodiff().require_grad())
+                .collect();
+            let net = Net {
+                arch: t.arch(),
+                params: &leaves,
+            };
+            let x = Tensor::<2>::from_data(TensorData::new(ds.x.clone(), [90, 2]), &dev);
+            let rec = net.decode(net.encode(x.clone()));
+            let per_sample = (x - rec).square().mean_dim(1);
+            let g = per_sample.sum().backward();
+            for (i, leaf) in leaves.iter().enumerate().take(2 * t.arch().n_deep()) {
+                let gi = HostMat::from_tensor(&leaf.grad(&g).unwrap()).data;
+                for (j, ((a, b), g)) in after[i]
+                    .data
+                    .iter()
+                    .zip(&before[i].data)
+                    .zip(gi)
+                    .enumerate()
+                {
+                    let want = b - 0.01 * g;
+                    assert!(
+                        (a - want).abs() <= 1e-5 * (1.0 + want.abs()),
+                        "autodiff {autodiff}: param {i}[{j}] {a} vs {want}"
+                    );
+                }
+            }
+        }
+        // with momentum, over two epochs of partial batches: the host step and autodiff agree,
+        // and the result is not Adam's
+        let run = |autodiff: bool, sgd: Option<[f64; 2]>| {
+            let c = TrainConfig {
+                cm_autodiff: autodiff,
+                pretrain_batch: 32,
+                epochs: 2,
+                pretrain_sgd: sgd,
+                ..base.clone()
+            };
+            let mut t =
+                Trainer::new(c.check(90, 2).unwrap(), ds.clone(), Device::flex(), "cpu").unwrap();
+            while t.phase() == Phase::AePretrain {
+                t.step(&mut |_: &Event| {}).unwrap();
+            }
+            t.params_host()
+        };
+        let sgd = Some([0.01, 0.9]);
+        let host = run(false, sgd);
+        assert_params_close(
+            &host,
+            &run(true, sgd),
+            1e-4,
+            "SGD momentum, host vs autodiff",
+        );
+        let adam = run(false, None);
+        assert!(
+            host[0]
+                .data
+                .iter()
+                .zip(&adam[0].data)
+                .any(|(a, b)| (a - b).abs() > 1e-4)
+        );
+    }
+
     /// The autoencoder's host step ([`dense`]: parameters in host vectors between steps)
     /// trains the same AE-CM as burn's autodiff, with random and with pre-trained
     /// initialisation (host pre-training, the CM's tensor pre-training in between, host joint
@@ -1793,10 +1901,17 @@ mod tests {
         }
         .check(90, 2)
         .unwrap();
+        let sgd = TrainConfig {
+            pretrain_sgd: Some([0.01, 0.9]),
+            ..(*pretrained).clone()
+        }
+        .check(90, 2)
+        .unwrap();
         let cases = [
             ("cm", cfg(ModelKind::Cm, 4, true)),
             ("aecm", cfg(ModelKind::Aecm, 4, true)),
             ("aecm pretrained", pretrained),
+            ("aecm pretrained with the authors' SGD", sgd),
         ];
         let history = |r: &RunResult| -> Vec<(Vec<f64>, Option<Scores>, Option<f64>)> {
             r.history
