@@ -196,9 +196,6 @@ impl Adam {
             let gv = to_vec(g);
             let mut p = to_vec(params[i].clone());
             if let Some(mom) = self.sgd_momentum {
-                if self.hm[i].len() != gv.len() {
-                    self.hm[i] = vec![0.0; gv.len()];
-                }
                 sgd(&mut p, &mut self.hm[i], &gv, mom as f32, lr);
                 params[i] = Tensor::from_data(TensorData::new(p, shape), &device);
                 continue;
@@ -230,9 +227,6 @@ impl Adam {
                 if g.is_empty() || g.len() != p.len() {
                     continue;
                 }
-                if self.hm[i].len() != g.len() {
-                    self.hm[i] = vec![0.0; g.len()];
-                }
                 sgd(p, &mut self.hm[i], g, mom, lr);
             }
             return;
@@ -259,8 +253,12 @@ impl Adam {
     }
 }
 
-/// Keras' SGD update of one parameter with momentum `mom`: `v = mom v - lr g; p += v`.
-fn sgd(p: &mut [f32], v: &mut [f32], g: &[f32], mom: f32, lr: f32) {
+/// Keras' SGD update of one parameter with momentum `mom`: `v = mom v - lr g; p += v`; a
+/// velocity not yet of the parameter's length (none so far) starts at zero.
+fn sgd(p: &mut [f32], v: &mut Vec<f32>, g: &[f32], mom: f32, lr: f32) {
+    if v.len() != g.len() {
+        *v = vec![0.0; g.len()];
+    }
     for ((p, v), &g) in p.iter_mut().zip(v.iter_mut()).zip(g) {
         *v = mom * *v - lr * g;
         *p += *v;
