@@ -1,7 +1,8 @@
 """The MNIST AE-CM's embedding, read from an `aecm train` checkpoint (sixteenth/seventeenth session probe).
 
-Usage: python3 mnist-embedding-probe.py OUT/checkpoint-seed-S.safetensors [MNIST_DIR]
-(needs numpy and scikit-learn; MNIST_DIR defaults to ../shared/data/mnist, the four idx .gz files).
+Usage: python3 mnist-embedding-probe.py OUT/checkpoint-seed-S.safetensors [MNIST_DIR] [PAIRS]
+(needs numpy and scikit-learn; MNIST_DIR defaults to ../shared/data/mnist, the four idx .gz files;
+PAIRS the digit pairs to probe, e.g. 4-9,5-8; default 4-9,3-5,7-9,1-7,3-8).
 
 Recomputes the embedding z of all 70,000 images from the checkpoint's parameters (encoder
 784-500-500-2000-10, LeakyReLU 0.2; parameter order of `Arch::param_shapes`), the CM's clusters
@@ -64,9 +65,15 @@ for name, lab in [('CM', a), ('k-means', km.labels_), ('GMM', gp)]:
     top = lambda c: ', '.join('%d%% in %d' % (round(100 * C[k, c] / C[:, c].sum()), k) for k in np.argsort(-C[:, c])[:2])
     w = min(range(10), key=lambda c: C[:, c].max() / C[:, c].sum())
     print('  %s: 4s %s; 9s %s; the class least in one cluster: %d (%s)' % (name, top(4), top(9), w, top(w)))
+C = np.zeros((10, 10), int)
+np.add.at(C, (a, y), 1)
+print('  CM clusters x classes (rows: clusters 0-9; columns: digits 0-9):')
+for k in range(10):
+    print('   ', ' '.join('%5d' % v for v in C[k]))
 U = P[18] + P[19]
 print('centroid norms', np.round(np.linalg.norm(U, axis=1), 2))
-for (c1, c2) in [(4, 9), (3, 5), (7, 9), (1, 7), (3, 8)]:
+pairs = sys.argv[3] if len(sys.argv) > 3 else '4-9,3-5,7-9,1-7,3-8'
+for (c1, c2) in [tuple(int(c) for c in q.split('-')) for q in pairs.split(',')]:
     m = (y == c1) | (y == c2)
     zz, yy, xx = z[m], (y[m] == c1).astype(int), x[m]
     lr = cross_val_score(LogisticRegression(max_iter=2000), zz, yy, cv=5).mean()
