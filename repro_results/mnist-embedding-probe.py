@@ -59,14 +59,16 @@ print('k-means(10, 10 starts) ARI %.1f' % (100 * ari(y, km.labels_)))
 gm = GaussianMixture(10, covariance_type='full', n_init=2, random_state=0).fit(z)
 gp = gm.predict(z)
 print('GMM(10, full, 2 starts) ARI %.1f' % (100 * ari(y, gp)))
-for name, lab in [('CM', a), ('k-means', km.labels_), ('GMM', gp)]:
+def counts(lab):
     C = np.zeros((10, 10), int)
     np.add.at(C, (lab, y), 1)
+    return C
+for name, lab in [('CM', a), ('k-means', km.labels_), ('GMM', gp)]:
+    C = counts(lab)
     top = lambda c: ', '.join('%d%% in %d' % (round(100 * C[k, c] / C[:, c].sum()), k) for k in np.argsort(-C[:, c])[:2])
     w = min(range(10), key=lambda c: C[:, c].max() / C[:, c].sum())
     print('  %s: 4s %s; 9s %s; the class least in one cluster: %d (%s)' % (name, top(4), top(9), w, top(w)))
-C = np.zeros((10, 10), int)
-np.add.at(C, (a, y), 1)
+C = counts(a)
 print('  CM clusters x classes (rows: clusters 0-9; columns: digits 0-9):')
 for k in range(10):
     print('   ', ' '.join('%5d' % v for v in C[k]))
