@@ -13,7 +13,7 @@ that is perfect but for 4 and 9 split half and half between two clusters (MNIST'
 import glob, json, sys
 import numpy as np
 from scipy.optimize import linear_sum_assignment
-from sklearn.metrics import adjusted_rand_score
+from sklearn.metrics import adjusted_rand_score, normalized_mutual_info_score
 
 
 def ari(c):
@@ -21,6 +21,13 @@ def ari(c):
     k, j = np.nonzero(c)
     w = c[k, j]
     return adjusted_rand_score(np.repeat(j, w), np.repeat(k, w))
+
+
+def nmi(c):
+    """NMI (arithmetic mean, scikit-learn's default) of a clusters x classes count matrix."""
+    k, j = np.nonzero(c)
+    w = c[k, j]
+    return normalized_mutual_info_score(np.repeat(j, w), np.repeat(k, w))
 
 
 def acc(c):
@@ -70,14 +77,15 @@ for name, c in runs(args):
     seen[name] = c.tolist()
     f, (a, b) = fix_4_9(c)
     share = lambda cl, j: 100 * c[cl, j] / c[:, j].sum()
-    groups.setdefault(name.split(', ')[-1], []).append((100 * ari(c), 100 * ari(f), 100 * acc(c), 100 * acc(f)))
+    groups.setdefault(name.split(', ')[-1], []).append((100 * ari(c), 100 * ari(f), 100 * acc(c), 100 * acc(f), 100 * nmi(c), 100 * nmi(f)))
     print(f"{name}: ARI {100 * ari(c):5.1f} ACC {100 * acc(c):5.1f} | 4s {share(a, 4):3.0f}/{share(b, 4):3.0f}%,"
           f" 9s {share(a, 9):3.0f}/{share(b, 9):3.0f}% in clusters {a},{b} | 4-9 fixed: ARI {100 * ari(f):5.1f}"
-          f" ACC {100 * acc(f):5.1f}")
+          f" ACC {100 * acc(f):5.1f} NMI {100 * nmi(f):5.1f}")
 for g, v in groups.items():
     v = np.array(v)
     print(f"mean of the {len(v)} runs of {g}: ARI {v[:, 0].mean():.1f}, with 4-9 fixed {v[:, 1].mean():.1f};"
-          f" ACC {v[:, 2].mean():.1f}, with 4-9 fixed {v[:, 3].mean():.1f}; the fix adds"
+          f" ACC {v[:, 2].mean():.1f}, with 4-9 fixed {v[:, 3].mean():.1f}; NMI {v[:, 4].mean():.1f}, with"
+          f" 4-9 fixed {v[:, 5].mean():.1f}; the fix adds"
           f" {(v[:, 1] - v[:, 0]).min():.1f}-{(v[:, 1] - v[:, 0]).max():.1f} ARI points")
 if save:
     json.dump(seen, open(save, 'w'), indent=None)
