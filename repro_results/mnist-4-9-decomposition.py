@@ -17,21 +17,24 @@ from scipy.optimize import linear_sum_assignment
 from sklearn.metrics import adjusted_rand_score, normalized_mutual_info_score
 
 
-def ari(c):
-    """ARI of a clusters x classes count matrix."""
+def labels(c):
+    """(classes, clusters) label vectors of a clusters x classes count matrix, one entry a point."""
     k, j = np.nonzero(c)
     w = c[k, j]
-    return adjusted_rand_score(np.repeat(j, w), np.repeat(k, w))
+    return np.repeat(j, w), np.repeat(k, w)
+
+
+def ari(c):
+    return adjusted_rand_score(*labels(c))
 
 
 def nmi(c):
-    """NMI (arithmetic mean, scikit-learn's default) of a clusters x classes count matrix."""
-    k, j = np.nonzero(c)
-    w = c[k, j]
-    return normalized_mutual_info_score(np.repeat(j, w), np.repeat(k, w))
+    """NMI with the arithmetic mean (scikit-learn's default)."""
+    return normalized_mutual_info_score(*labels(c))
 
 
 def acc(c):
+    """Accuracy under the best one-to-one matching of clusters to classes (Hungarian)."""
     r, q = linear_sum_assignment(-c)
     return c[r, q].sum() / c.sum()
 
