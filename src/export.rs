@@ -204,6 +204,7 @@ pub fn write_summary(
         "config": serde_json::to_value(&**cfg).unwrap_or(Value::Null),
         "seed": first.seed,
         "wall_s": wall_s,
+        "run_wall_s": chosen.wall_s,
         "term_names": history_term_names(cfg.model),
         "metrics": scores_json(&chosen.scores),
         "l_sp": chosen.lsp,

@@ -407,6 +407,15 @@ fn stopped_run_resumes_from_its_checkpoint_and_ends_as_if_never_stopped() {
     };
     assert_eq!(losses(&ra).len(), 15);
     assert_eq!(losses(&ra), losses(&rb));
+    // the resumed run's own time counts the epochs before the stop too, not only this command's
+    let epoch_s = |r: &serde_json::Value| -> f64 {
+        let h = r["history"].as_array().cloned().unwrap_or_default();
+        h.iter().filter_map(|e| e["seconds"].as_f64()).sum()
+    };
+    for r in [&ra, &rb] {
+        let run_s = r["run_wall_s"].as_f64().unwrap();
+        assert!(run_s >= epoch_s(r), "run_wall_s {run_s} < {}", epoch_s(r));
+    }
     assert_eq!(
         std::fs::read_to_string(a.join("assignments.csv")).unwrap(),
         std::fs::read_to_string(b.join("assignments.csv")).unwrap()
