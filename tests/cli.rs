@@ -401,16 +401,20 @@ fn stopped_run_resumes_from_its_checkpoint_and_ends_as_if_never_stopped() {
         );
         assert_eq!(ra[key], rb[key], "{key}");
     }
+    let history = |r: &serde_json::Value| -> Vec<serde_json::Value> {
+        r["history"].as_array().cloned().unwrap_or_default()
+    };
     let losses = |r: &serde_json::Value| -> Vec<serde_json::Value> {
-        let h = r["history"].as_array().cloned().unwrap_or_default();
-        h.iter().map(|e| e["loss"].clone()).collect()
+        history(r).iter().map(|e| e["loss"].clone()).collect()
     };
     assert_eq!(losses(&ra).len(), 15);
     assert_eq!(losses(&ra), losses(&rb));
     // the resumed run's own time counts the epochs before the stop too, not only this command's
     let epoch_s = |r: &serde_json::Value| -> f64 {
-        let h = r["history"].as_array().cloned().unwrap_or_default();
-        h.iter().filter_map(|e| e["seconds"].as_f64()).sum()
+        history(r)
+            .iter()
+            .filter_map(|e| e["seconds"].as_f64())
+            .sum()
     };
     for r in [&ra, &rb] {
         let run_s = r["run_wall_s"].as_f64().unwrap();
