@@ -11,7 +11,8 @@ of the records' tables replaces the top-level row with the same key or is added;
 top-level row is kept as it is. Rows are then ordered as `aecm reproduce` orders them (data set,
 model, init alphabetically, the variant with its number as a number (K5 before K10); metrics in the order ari, nmi, acc, homogeneity). Each file
 is written to a temporary file and renamed over the old one. The lines after the Markdown table
-(a figure, the notes of records rebuilt by hand) come from the records' table as well.
+(a figure, the notes of records rebuilt by hand, the per-run class notes) are the records' table's,
+replacing the top-level file's.
 """
 
 import os
@@ -97,12 +98,11 @@ def merge(kind, records_path, top_path):
         rec_lines = f.read().splitlines()
     head, rows, tail = split(top_lines)
     _, new_rows, rec_tail = split(rec_lines)
-    # What follows the table (the K sweep's figure, the notes of hand-rebuilt records): the
-    # records' when it holds everything the top-level file has there, else both.
-    if set(filter(None, tail)) <= set(filter(None, rec_tail)):
-        tail = rec_tail
-    else:
-        tail = tail + rec_tail
+    # What follows the table (the K sweep's figure, the notes of hand-rebuilt records, what
+    # each run did to the classes) is written by `aecm reproduce` from the records alone, so the
+    # records' version replaces the top-level one. (Until the twenty-second session a tail that
+    # had changed was appended to the old one instead, so every regeneration added a copy.)
+    tail = rec_tail
     replaced = sum(1 for k in new_rows if k in rows)
     rows.update(new_rows)
     out = head + [rows[k] for k in sorted(rows, key=sort_key)] + tail
