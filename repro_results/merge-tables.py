@@ -96,13 +96,11 @@ def merge(kind, records_path, top_path):
         top_lines = f.read().splitlines()
     with open(records_path) as f:
         rec_lines = f.read().splitlines()
-    head, rows, tail = split(top_lines)
-    _, new_rows, rec_tail = split(rec_lines)
     # What follows the table (the K sweep's figure, the notes of hand-rebuilt records, what
     # each run did to the classes) is written by `aecm reproduce` from the records alone, so the
-    # records' version replaces the top-level one. (Until the twenty-second session a tail that
-    # had changed was appended to the old one instead, so every regeneration added a copy.)
-    tail = rec_tail
+    # records' version replaces the top-level one.
+    head, rows, _ = split(top_lines)
+    _, new_rows, tail = split(rec_lines)
     replaced = sum(1 for k in new_rows if k in rows)
     rows.update(new_rows)
     out = head + [rows[k] for k in sorted(rows, key=sort_key)] + tail
