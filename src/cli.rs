@@ -346,8 +346,9 @@ pub struct ReproArgs {
     #[arg(long)]
     pub epochs: Option<usize>,
     /// Run only these groups, named MODEL-INIT as in the tables (e.g. aecm-random,aecm-pretrained,
-    /// ae-km-random) or with their variant as the run folders are (aecm-random-K8 of the K sweep);
-    /// the tables still cover every stored run.
+    /// ae-km-random) or with their variant as the run folders are (ae-km-random-authors-ae of the
+    /// aecm-table; aecm-random-K8 of the K sweep, whose aecm-random names every K); the tables
+    /// still cover every stored run.
     #[arg(long, value_delimiter = ',')]
     pub only: Option<Vec<String>>,
     /// Device: auto, cpu, wgpu.

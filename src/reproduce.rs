@@ -192,7 +192,8 @@ pub struct ReproOptions {
     /// Override the epochs of every neural run (for quick checks).
     pub epochs: Option<usize>,
     /// Restrict to these groups of runs, named `MODEL-INIT` as in the tables (e.g. `aecm-random`,
-    /// `aecm-pretrained`, `ae-km-random`, `cm-random`, `kmeans-kmeans++`).
+    /// `aecm-pretrained`, `ae-km-random`, `cm-random`, `kmeans-kmeans++`), or with the variant
+    /// (`ae-km-random-authors-ae`); see [`plan`].
     pub only: Option<Vec<String>>,
     /// Output folder.
     pub out: PathBuf,
@@ -445,6 +446,27 @@ pub const UCI_TABLE: [(&str, &str, [Option<f64>; 3]); 18] = [
     ("aecm", "yeast", [Some(17.7), Some(27.1), Some(46.6)]),
 ];
 
+/// The variant of the aecm-table's pre-trained AE-CM and AE+KM rows whose autoencoder
+/// pre-training is the authors' `AE.py` (the code that wrote the paper's AE+KM row and the
+/// autoencoders its pre-trained AE-CM starts from) instead of ALGORITHM.md's: SGD with momentum on
+/// the per-sample error summed over the batch ([`authors_ae_sgd`]), the first encoder kernel never
+/// updated. Reported beside the faithful rows, against the same paper values (REPRODUCTION.md,
+/// "The authors' autoencoder pre-training").
+pub const AUTHORS_AE: &str = "authors-ae";
+
+/// The authors' `AE.py` optimiser per data set, `[learning rate, momentum]` (its `OPTIM` table:
+/// `decay_sgd|E|M` is a constant SGD with learning rate 10^-E and momentum M, since the decay is
+/// never switched on); `None` for a data set it has no entry for.
+pub fn authors_ae_sgd(ds: &str) -> Option<[f64; 2]> {
+    match ds {
+        "mnist" | "usps" | "r10k" | "10x73k" => Some([1e-2, 0.9]),
+        "fashion-mnist" => Some([1e-2, 0.0]),
+        "pendigits" | "cifar10" => Some([1e-3, 0.9]),
+        "20news" => Some([1.0, 0.9]),
+        _ => None,
+    }
+}
+
 /// The variant of the UCI rows whose settings come from a search that drew the learning rate and
 /// the number of epochs as well (the paper tuned alpha, beta and lambda; it gives neither the rate
 /// nor the length of its UCI training).
@@ -663,28 +685,35 @@ pub fn jobs(o: &ReproOptions) -> Result<Vec<(Job, String)>> {
                         ..neural(ModelKind::Aecm, k, seed, ep(150))
                     };
                     push(ModelKind::Aecm, Init::Random, "", a.clone());
-                    push(
-                        ModelKind::Aecm,
-                        Init::Pretrained,
-                        "",
-                        TrainConfig {
-                            init: Init::Pretrained,
-                            pretrain_epochs: o.epochs.unwrap_or(100),
-                            cm_pretrain_epochs: o.epochs.unwrap_or(100),
-                            ..a.clone()
-                        },
-                    );
-                    push(
-                        ModelKind::AeKm,
-                        Init::Random,
-                        "",
-                        TrainConfig {
-                            model: ModelKind::AeKm,
-                            batch: 256,
-                            epochs: ep(100),
-                            ..a
-                        },
-                    );
+                    let pretrained = TrainConfig {
+                        init: Init::Pretrained,
+                        pretrain_epochs: o.epochs.unwrap_or(100),
+                        cm_pretrain_epochs: o.epochs.unwrap_or(100),
+                        ..a.clone()
+                    };
+                    let ae_km = TrainConfig {
+                        model: ModelKind::AeKm,
+                        batch: 256,
+                        epochs: ep(100),
+                        ..a
+                    };
+                    push(ModelKind::Aecm, Init::Pretrained, "", pretrained.clone());
+                    push(ModelKind::AeKm, Init::Random, "", ae_km.clone());
+                    // the same two rows with the authors' own autoencoder pre-training
+                    if let Some(sgd) = authors_ae_sgd(ds) {
+                        let authors = |c: TrainConfig| TrainConfig {
+                            pretrain_sgd: Some(sgd),
+                            freeze_first_kernel: true,
+                            ..c
+                        };
+                        push(
+                            ModelKind::Aecm,
+                            Init::Pretrained,
+                            AUTHORS_AE,
+                            authors(pretrained),
+                        );
+                        push(ModelKind::AeKm, Init::Random, AUTHORS_AE, authors(ae_km));
+                    }
                 }
                 "ablation" => {
                     for (name, terms, _) in ABLATION {
@@ -915,8 +944,10 @@ impl PlannedRun {
 }
 
 /// Every run of the experiment in its fixed order, each with its status under these options
-/// (`--only`, `--shard` and what is stored under OUT). `--only` names groups either as
-/// `MODEL-INIT` (every variant) or with the variant, as the run folders do (`aecm-random-K8`).
+/// (`--only`, `--shard` and what is stored under OUT). `--only` names groups as the run folders
+/// do, `MODEL-INIT` or `MODEL-INIT-VARIANT` (`aecm-pretrained`, `aecm-pretrained-authors-ae`,
+/// `aecm-random-K8`); a `MODEL-INIT` that has runs only with variants (the K sweep's
+/// `aecm-random`) names all of them.
 pub fn plan(o: &ReproOptions) -> Result<Vec<PlannedRun>> {
     let all = jobs(o)?;
     if let Some(only) = &o.only {
@@ -935,10 +966,18 @@ pub fn plan(o: &ReproOptions) -> Result<Vec<PlannedRun>> {
             ));
         }
     }
+    // a name selects the runs of that group; a MODEL-INIT that no run has as its whole group
+    // (every run of it has a variant, as the K sweep's) selects all its variants
+    let names_group = |g: &str| all.iter().any(|(j, _)| j.group() == g);
+    let only: Option<Vec<(String, bool)>> = o
+        .only
+        .as_ref()
+        .map(|only| only.iter().map(|g| (g.clone(), names_group(g))).collect());
     let selected = |j: &Job| {
-        o.only
-            .as_ref()
-            .is_none_or(|only| only.iter().any(|g| *g == j.base_group() || *g == j.group()))
+        only.as_ref().is_none_or(|only| {
+            only.iter()
+                .any(|(g, exact)| *g == j.group() || (!exact && *g == j.base_group()))
+        })
     };
     Ok(all
         .into_iter()
@@ -1642,6 +1681,106 @@ mod tests {
             .expect_err("mnist is not a UCI set")
             .to_string();
         assert!(e.contains("'mnist'") && e.contains("wine"), "{e}");
+    }
+
+    /// The aecm-table's `authors-ae` variant: the pre-trained AE-CM and AE+KM jobs again, equal
+    /// to the faithful ones but for the authors' SGD pre-training (their per-set rate) with the
+    /// first kernel frozen, compared with the same paper values; `--only` names it.
+    #[test]
+    fn aecm_table_has_the_authors_pretraining_variant() {
+        let o = ReproOptions {
+            experiment: "aecm-table".into(),
+            data_dir: None,
+            datasets: Some(vec!["usps".into(), "pendigits".into()]),
+            runs: 2,
+            epochs: None,
+            only: None,
+            out: PathBuf::new(),
+            tables_only: false,
+            shard: None,
+        };
+        let jobs = jobs(&o).expect("jobs");
+        // per set and seed: AE-CM random, AE-CM pre-trained, AE+KM, and both again authors-ae
+        assert_eq!(jobs.len(), 2 * 2 * 5);
+        for (ds, lr) in [("usps", 1e-2), ("pendigits", 1e-3)] {
+            for (model, init) in [(ModelKind::Aecm, "pretrained"), (ModelKind::AeKm, "random")] {
+                for seed in 0..2 {
+                    let find = |variant: &str| {
+                        jobs.iter()
+                            .find(|(j, _)| {
+                                j.dataset == ds
+                                    && j.model == model
+                                    && j.init_name() == init
+                                    && j.variant == variant
+                                    && j.cfg.seed == seed
+                            })
+                            .map(|(j, _)| j.clone())
+                            .unwrap_or_else(|| panic!("no {model:?} {variant} job on {ds}"))
+                    };
+                    let (faithful, authors) = (find(""), find(AUTHORS_AE));
+                    assert_eq!(faithful.cfg.pretrain_sgd, None);
+                    assert!(!faithful.cfg.freeze_first_kernel);
+                    assert_eq!(authors.cfg.pretrain_sgd, Some([lr, 0.9]));
+                    assert!(authors.cfg.freeze_first_kernel);
+                    let undone = TrainConfig {
+                        pretrain_sgd: None,
+                        freeze_first_kernel: false,
+                        ..authors.cfg.clone()
+                    };
+                    assert_eq!(undone, faithful.cfg, "only the pre-training differs");
+                    assert_eq!(
+                        authors.group(),
+                        format!("{}-{AUTHORS_AE}", faithful.group())
+                    );
+                    let m = model.name();
+                    assert_eq!(
+                        paper_value("aecm-table", ds, m, init, AUTHORS_AE, "ari"),
+                        paper_value("aecm-table", ds, m, init, "", "ari")
+                    );
+                }
+            }
+        }
+        assert!(!jobs.iter().any(|(j, _)| j.model == ModelKind::Aecm
+            && j.init_name() == "random"
+            && j.variant == AUTHORS_AE));
+        assert_eq!(authors_ae_sgd("20news"), Some([1.0, 0.9]));
+        assert_eq!(authors_ae_sgd("fashion-mnist"), Some([1e-2, 0.0]));
+        assert_eq!(authors_ae_sgd("iris"), None);
+        let only = |g: &str| ReproOptions {
+            only: Some(vec![g.into()]),
+            out: std::env::temp_dir().join(format!("aecm-authors-ae-{}", std::process::id())),
+            ..o.clone()
+        };
+        let to_run = |g: &str| {
+            plan(&only(g))
+                .expect("plan")
+                .iter()
+                .filter(|p| p.status == RunStatus::ToRun)
+                .map(|p| p.job.group())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(to_run("ae-km-random-authors-ae").len(), 4);
+        assert!(
+            to_run("ae-km-random-authors-ae")
+                .iter()
+                .all(|g| g == "ae-km-random-authors-ae")
+        );
+        // the faithful group's name selects it alone; both together, all eight
+        assert_eq!(to_run("ae-km-random").len(), 4);
+        assert!(to_run("ae-km-random").iter().all(|g| g == "ae-km-random"));
+        let both = ReproOptions {
+            only: Some(vec![
+                "ae-km-random".into(),
+                "ae-km-random-authors-ae".into(),
+            ]),
+            ..only("")
+        };
+        let n = plan(&both)
+            .expect("plan")
+            .iter()
+            .filter(|p| p.status == RunStatus::ToRun)
+            .count();
+        assert_eq!(n, 8);
     }
 
     /// AE-CM+KM gets rows of its own (model `aecm+km`), selected by the AE-CM run's L_sp.
