@@ -1625,17 +1625,7 @@ mod tests {
         assert_eq!(v("yeast", "igmm", "random", "ari"), Some(15.7));
         assert_eq!(v("yeast", "kmeans", "random", "ari"), None);
         // the UCI experiment runs every model of the table, iGMM from random seeding
-        let o = ReproOptions {
-            experiment: "uci".into(),
-            data_dir: None,
-            datasets: None,
-            runs: 1,
-            epochs: None,
-            only: None,
-            out: PathBuf::new(),
-            tables_only: false,
-            shard: None,
-        };
+        let o = options("uci", 1);
         let jobs = jobs(&o).expect("jobs");
         for (model, ds, _) in UCI_TABLE {
             assert!(
@@ -1683,21 +1673,29 @@ mod tests {
         assert!(e.contains("'mnist'") && e.contains("wine"), "{e}");
     }
 
+    /// Options for `experiment` with `runs` seeds, every data set and group, no output folder.
+    fn options(experiment: &str, runs: usize) -> ReproOptions {
+        ReproOptions {
+            experiment: experiment.into(),
+            data_dir: None,
+            datasets: None,
+            runs,
+            epochs: None,
+            only: None,
+            out: PathBuf::new(),
+            tables_only: false,
+            shard: None,
+        }
+    }
+
     /// The aecm-table's `authors-ae` variant: the pre-trained AE-CM and AE+KM jobs again, equal
     /// to the faithful ones but for the authors' SGD pre-training (their per-set rate) with the
     /// first kernel frozen, compared with the same paper values; `--only` names it.
     #[test]
     fn aecm_table_has_the_authors_pretraining_variant() {
         let o = ReproOptions {
-            experiment: "aecm-table".into(),
-            data_dir: None,
             datasets: Some(vec!["usps".into(), "pendigits".into()]),
-            runs: 2,
-            epochs: None,
-            only: None,
-            out: PathBuf::new(),
-            tables_only: false,
-            shard: None,
+            ..options("aecm-table", 2)
         };
         let jobs = jobs(&o).expect("jobs");
         // per set and seed: AE-CM random, AE-CM pre-trained, AE+KM, and both again authors-ae
