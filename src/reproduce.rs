@@ -687,8 +687,8 @@ pub fn jobs(o: &ReproOptions) -> Result<Vec<(Job, String)>> {
                     push(ModelKind::Aecm, Init::Random, "", a.clone());
                     let pretrained = TrainConfig {
                         init: Init::Pretrained,
-                        pretrain_epochs: o.epochs.unwrap_or(100),
-                        cm_pretrain_epochs: o.epochs.unwrap_or(100),
+                        pretrain_epochs: ep(100),
+                        cm_pretrain_epochs: ep(100),
                         ..a.clone()
                     };
                     let ae_km = TrainConfig {
@@ -950,29 +950,29 @@ impl PlannedRun {
 /// `aecm-random`) names all of them.
 pub fn plan(o: &ReproOptions) -> Result<Vec<PlannedRun>> {
     let all = jobs(o)?;
+    // the groups with their variants, and the MODEL-INIT names, each once
+    let groups: std::collections::BTreeSet<String> = all.iter().map(|(j, _)| j.group()).collect();
     if let Some(only) = &o.only {
-        let mut known: Vec<String> = all.iter().map(|(j, _)| j.base_group()).collect();
-        known.extend(all.iter().map(|(j, _)| j.group()));
-        if let Some(bad) = only.iter().find(|g| !known.contains(g)) {
-            known.sort();
-            known.dedup();
+        let mut known = groups.clone();
+        known.extend(all.iter().map(|(j, _)| j.base_group()));
+        if let Some(bad) = only.iter().find(|g| !known.contains(*g)) {
             return Err(AecmError::config(
                 "only",
                 format!(
                     "'{bad}' names no group of runs of {} (expected one of: {})",
                     o.experiment,
-                    known.join(", ")
+                    known.into_iter().collect::<Vec<_>>().join(", ")
                 ),
             ));
         }
     }
     // a name selects the runs of that group; a MODEL-INIT that no run has as its whole group
     // (every run of it has a variant, as the K sweep's) selects all its variants
-    let names_group = |g: &str| all.iter().any(|(j, _)| j.group() == g);
-    let only: Option<Vec<(String, bool)>> = o
-        .only
-        .as_ref()
-        .map(|only| only.iter().map(|g| (g.clone(), names_group(g))).collect());
+    let only: Option<Vec<(String, bool)>> = o.only.as_ref().map(|only| {
+        only.iter()
+            .map(|g| (g.clone(), groups.contains(g)))
+            .collect()
+    });
     let selected = |j: &Job| {
         only.as_ref().is_none_or(|only| {
             only.iter()
