@@ -66,6 +66,37 @@ fn enumerate_adapters() -> Vec<AdapterInfo> {
         .collect()
 }
 
+/// This machine's CPU as far as it decides a CPU run's bits: its model and its L1 data cache.
+/// The matrix products (the `gemm` crate, under burn's flex backend and ours) size their k
+/// blocks from the L1 cache they read at run time, so the same seed and build add the same
+/// sums in another order, and end a long run elsewhere, on a CPU with another L1 (a USPS AE+KM
+/// seed gave 57.4 on an earlier session's machine and 58.1 on a Zen 5 with a 48K L1d;
+/// REPRODUCTION.md). None off Linux.
+pub fn host_cpu() -> Option<String> {
+    let info = std::fs::read_to_string("/proc/cpuinfo").ok()?;
+    let l1d = std::fs::read_to_string("/sys/devices/system/cpu/cpu0/cache/index0/size").ok();
+    describe_cpu(&info, l1d.as_deref())
+}
+
+/// "MODEL NAME (family F, model M), L1d SIZE" from `/proc/cpuinfo`'s first processor and
+/// the L1 data cache size as sysfs writes it ("48K"); None without a model name.
+fn describe_cpu(cpuinfo: &str, l1d: Option<&str>) -> Option<String> {
+    let field = |key: &str| {
+        cpuinfo.lines().find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            (k.trim() == key).then(|| v.trim().to_string())
+        })
+    };
+    let mut s = field("model name")?;
+    if let (Some(f), Some(m)) = (field("cpu family"), field("model")) {
+        s.push_str(&format!(" (family {f}, model {m})"));
+    }
+    if let Some(l1) = l1d.map(str::trim).filter(|l| !l.is_empty()) {
+        s.push_str(&format!(", L1d {l1}"));
+    }
+    Some(s)
+}
+
 /// How [`select`] describes the CPU backend when it is asked for.
 pub const CPU_NAME: &str = "cpu (burn flex)";
 
@@ -104,5 +135,22 @@ pub fn select(choice: DeviceChoice) -> Result<(Device, String)> {
                 format!("wgpu ({}, {}{soft})", best.name, best.backend),
             ))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::describe_cpu;
+
+    #[test]
+    fn describes_the_first_processor_and_its_l1() {
+        let info = "processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 26\nmodel\t\t: 2\n\
+                    model name\t: AMD EPYC\nflags\t\t: fpu fma\n\nprocessor\t: 1\ncpu family\t: 99\n";
+        assert_eq!(
+            describe_cpu(info, Some("48K\n")).as_deref(),
+            Some("AMD EPYC (family 26, model 2), L1d 48K")
+        );
+        assert_eq!(describe_cpu("model name : X\n", None).as_deref(), Some("X"));
+        assert_eq!(describe_cpu("processor : 0\n", Some("32K")), None);
     }
 }

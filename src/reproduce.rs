@@ -137,6 +137,11 @@ pub struct StoredRun {
     /// it). None in records written before the fifteenth session (all on the 2-core CPU).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub device: Option<String>,
+    /// CPU runs: the machine's CPU ([`crate::device::host_cpu`]), which decides the run's bits
+    /// as much as the seed does (the matrix products block by its L1 cache). None on a GPU and
+    /// in records written before the twenty-fifth session.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu: Option<String>,
 }
 
 impl StoredRun {
@@ -878,6 +883,9 @@ pub fn run_job(
             .filter(|a| !a.is_empty())
             .and_then(|a| counts(a)),
         device: Some(device_name.to_string()),
+        cpu: (device_name == crate::device::CPU_NAME)
+            .then(crate::device::host_cpu)
+            .flatten(),
     })
 }
 
@@ -1499,6 +1507,7 @@ mod tests {
             counts: None,
             km_counts: None,
             device: None,
+            cpu: None,
         })
         .expect("json")
     }
@@ -1557,6 +1566,7 @@ mod tests {
             counts: None,
             km_counts: None,
             device: None,
+            cpu: None,
         };
         let runs: Vec<StoredRun> = K_SWEEP_ORDER.iter().map(|&k| run(k)).collect();
         let hom: Vec<f64> = rows("k-sweep", &runs)
@@ -1807,6 +1817,7 @@ mod tests {
             counts: None,
             km_counts: None,
             device: None,
+            cpu: None,
         };
         let rows = rows(
             "aecm-table",
@@ -1836,6 +1847,7 @@ mod tests {
         let gpu = |seed: u64, wall_s: f64| StoredRun {
             wall_s,
             device: Some("wgpu (NVIDIA H200, Vulkan)".into()),
+            cpu: None,
             ..run(seed, 0.5, 0.5, 1.0)
         };
         let mixed = [run(0, 0.5, 0.6, 10.0), gpu(1, 80.0), gpu(2, 70.0)];
@@ -1879,6 +1891,7 @@ mod tests {
             counts: None,
             km_counts: None,
             device: None,
+            cpu: None,
         };
         let text = serde_json::to_string(&written).expect("json");
         assert!(!text.contains("note"), "{text}");

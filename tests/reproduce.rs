@@ -36,6 +36,15 @@ fn reduced_ablation_writes_tables_and_resumes() {
         rec["device"], "cpu (burn flex)",
         "the record names the device that trained it"
     );
+    // and, where the system says, the CPU (its L1 cache decides the products' summation order)
+    let info = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    if info.contains("model name") {
+        let cpu = rec["cpu"].as_str().expect("the record names the CPU");
+        assert!(
+            !cpu.is_empty() && info.contains(cpu.split(" (").next().unwrap()),
+            "{cpu}"
+        );
+    }
     let counts = rec["counts"].as_array().expect("counts in the record");
     assert_eq!(counts.len(), 5);
     let total: u64 = counts
