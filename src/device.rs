@@ -72,10 +72,21 @@ fn enumerate_adapters() -> Vec<AdapterInfo> {
 /// sums in another order, and end a long run elsewhere, on a CPU with another L1 (a USPS AE+KM
 /// seed gave 57.4 on an earlier session's machine and 58.1 on a Zen 5 with a 48K L1d;
 /// REPRODUCTION.md). None off Linux.
+/// Read once per process.
 pub fn host_cpu() -> Option<String> {
-    let info = std::fs::read_to_string("/proc/cpuinfo").ok()?;
-    let l1d = std::fs::read_to_string("/sys/devices/system/cpu/cpu0/cache/index0/size").ok();
-    describe_cpu(&info, l1d.as_deref())
+    static CPU: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    CPU.get_or_init(|| {
+        let info = std::fs::read_to_string("/proc/cpuinfo").ok()?;
+        let l1d = std::fs::read_to_string("/sys/devices/system/cpu/cpu0/cache/index0/size").ok();
+        describe_cpu(&info, l1d.as_deref())
+    })
+    .clone()
+}
+
+/// The CPU to record beside a run trained on `device` (as [`select`] names it): [`host_cpu`]
+/// on the CPU backend, None on a GPU, whose bits the host CPU does not decide.
+pub fn cpu_of_run(device: &str) -> Option<String> {
+    (device == CPU_NAME).then(host_cpu).flatten()
 }
 
 /// "MODEL NAME (family F, model M), L1d SIZE" from `/proc/cpuinfo`'s first processor and

@@ -201,7 +201,7 @@ pub fn write_summary(
         "preprocess": preprocess,
         "preset": preset,
         "device": device,
-        "cpu": (device == crate::device::CPU_NAME).then(crate::device::host_cpu).flatten(),
+        "cpu": crate::device::cpu_of_run(device),
         "config": serde_json::to_value(&**cfg).unwrap_or(Value::Null),
         "seed": first.seed,
         "wall_s": wall_s,

@@ -883,9 +883,7 @@ pub fn run_job(
             .filter(|a| !a.is_empty())
             .and_then(|a| counts(a)),
         device: Some(device_name.to_string()),
-        cpu: (device_name == crate::device::CPU_NAME)
-            .then(crate::device::host_cpu)
-            .flatten(),
+        cpu: crate::device::cpu_of_run(device_name),
     })
 }
 
@@ -1847,7 +1845,6 @@ mod tests {
         let gpu = |seed: u64, wall_s: f64| StoredRun {
             wall_s,
             device: Some("wgpu (NVIDIA H200, Vulkan)".into()),
-            cpu: None,
             ..run(seed, 0.5, 0.5, 1.0)
         };
         let mixed = [run(0, 0.5, 0.6, 10.0), gpu(1, 80.0), gpu(2, 70.0)];
