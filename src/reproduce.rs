@@ -1150,7 +1150,8 @@ fn hms(s: f64) -> String {
     }
 }
 
-/// Every stored run under `dir` (recursively), in path order.
+/// Every stored run under `dir` (recursively), in path order with numbers compared as numbers
+/// (`seed-2.json` before `seed-10.json`).
 pub fn stored_runs(dir: &Path) -> Result<Vec<StoredRun>> {
     let mut out = Vec::new();
     if !dir.is_dir() {
@@ -1160,7 +1161,8 @@ pub fn stored_runs(dir: &Path) -> Result<Vec<StoredRun>> {
         .map_err(|e| AecmError::io(dir, e))?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .collect();
-    entries.sort();
+    entries
+        .sort_by_cached_key(|p| natural_key(&p.file_name().unwrap_or_default().to_string_lossy()));
     for p in entries {
         if p.is_dir() {
             out.extend(stored_runs(&p)?);
@@ -1909,6 +1911,28 @@ mod tests {
             "{md}"
         );
         assert!(!md.contains("seed 1:"), "{md}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Stored runs come back with their seeds in numeric order (seed 2 before seed 10), which
+    /// the tables' per-run lists keep.
+    #[test]
+    fn stored_runs_order_seeds_as_numbers() {
+        let dir = std::env::temp_dir().join(format!("aecm-order-{}", std::process::id()));
+        let runs_dir = dir.join("runs/usps/aecm-pretrained");
+        std::fs::create_dir_all(&runs_dir).expect("dir");
+        for seed in [10, 2, 1] {
+            let text = format!(
+                r#"{{"experiment": "aecm-table", "dataset": "usps", "model": "aecm",
+                "init": "pretrained", "variant": "", "seed": {seed},
+                "scores": {{"ari": 0.6, "nmi": 0.7, "acc": 0.7}},
+                "lsp": 60.0, "wall_s": 450.0, "epochs": 150}}"#
+            );
+            std::fs::write(runs_dir.join(format!("seed-{seed}.json")), text).expect("write");
+        }
+        let runs = stored_runs(&dir.join("runs")).expect("read");
+        let seeds: Vec<u64> = runs.iter().map(|r| r.seed).collect();
+        assert_eq!(seeds, [1, 2, 10]);
         let _ = std::fs::remove_dir_all(&dir);
     }
 
