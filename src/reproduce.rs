@@ -347,7 +347,8 @@ const CM_TABLE: [(&str, &str, [f64; 3]); 32] = [
 /// The K of the number-of-clusters sweep (5..=20, the paper's range), in the order they run.
 pub const K_SWEEP_ORDER: [usize; 16] = [10, 5, 20, 15, 7, 13, 17, 6, 8, 9, 11, 12, 14, 16, 18, 19];
 
-/// A sort key that orders `K5` before `K10` (a name's trailing number compared as a number).
+/// A sort key that orders `K5` before `K10` and `seed-2.json` before `seed-10.json` (the text
+/// before a name's first number, then that number compared as a number, then the rest).
 fn natural_key(s: &str) -> (String, u64, String) {
     let head: String = s.chars().take_while(|c| !c.is_ascii_digit()).collect();
     let digits: String = s[head.len()..]
