@@ -145,7 +145,8 @@ fn aecm_on_an_image_sample_writes_every_output_file() {
 
 /// The same seed gives the same run, bit for bit, whatever the number of CPU threads: the loss
 /// history, the partition and the centroids of an AE-CM run with 1 and with 3 threads are
-/// identical (layers of 300 units at batch 600 take the threaded products and column sums).
+/// identical (layers of 300 units at batch 600 take the threaded products and column sums;
+/// evaluated after every epoch, whatever it costs, so that the clock does not choose the epochs).
 /// Across CPU models runs are not bit-identical: the matrix products use the CPU's own vector
 /// kernels (AVX2, AVX-512), whose roundings differ.
 #[test]
@@ -155,7 +156,21 @@ fn a_seed_gives_the_same_run_whatever_the_thread_count() {
         run_ok(
             aecm_on_digits(
                 &out,
-                &["--hidden", "300,300", "--batch", "600", "--seed", "4"],
+                &[
+                    "--hidden",
+                    "300,300",
+                    "--batch",
+                    "600",
+                    "--seed",
+                    "4",
+                    // a fixed evaluation schedule: with the default time budget a loaded
+                    // machine skips evaluations, and the history's metric entries follow
+                    // the clock, not the seed
+                    "--eval-every",
+                    "1",
+                    "--eval-budget",
+                    "0",
+                ],
             )
             .env("RAYON_NUM_THREADS", threads),
         );
