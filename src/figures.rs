@@ -344,14 +344,121 @@ impl LineParts<'_> {
                 .label(s.name.clone())
                 .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], c));
         }
+        // the legend goes where it covers the least of what was drawn (pixels of the plotting area)
+        let base = chart.plotting_area().get_base_pixel();
+        let to_area = |x: f64, y: f64| {
+            let (px, py) = chart.backend_coord(&(x, y));
+            (px - base.0, py - base.1)
+        };
+        let mut drawn: Vec<Vec<(i32, i32)>> = Vec::new();
+        for (x, _) in self.marks {
+            drawn.push(vec![to_area(*x, y0), to_area(*x, y1)]);
+        }
+        for (_, y, _) in self.references.iter().filter(|r| keep_y(r.1)) {
+            drawn.push(vec![to_area(x0, *y), to_area(x1, *y)]);
+        }
+        for s in self.series {
+            drawn.push(
+                s.points
+                    .iter()
+                    .filter(|p| keep_y(p[1]))
+                    .map(|p| to_area(p[0], p[1]))
+                    .collect(),
+            );
+        }
+        let labels = self
+            .marks
+            .iter()
+            .map(|m| m.1.as_str())
+            .chain(
+                self.references
+                    .iter()
+                    .filter(|r| keep_y(r.1))
+                    .map(|r| r.0.as_str()),
+            )
+            .chain(self.series.iter().map(|s| s.name.as_str()));
+        let position = legend_position(
+            legend_size(labels),
+            chart.plotting_area().dim_in_pixel(),
+            &drawn,
+        );
         chart
             .configure_series_labels()
+            .position(position)
             .background_style(WHITE.mix(0.85))
             .border_style(BLACK)
             .draw()
             .map_err(|e| e.to_string())?;
         Ok(())
     }
+}
+
+/// The legend's box in pixels as plotters lays it out: its default 12-px labels, one per line,
+/// a 30-px swatch column and a 10-px margin on every side (`SeriesLabelStyle::draw`).
+fn legend_size<'a>(labels: impl Iterator<Item = &'a str>) -> (i32, i32) {
+    let font = ("sans-serif", 12).into_font();
+    let (mut w, mut rows) = (0i32, 0i32);
+    for label in labels {
+        // an unknown width (no font) counts 7 px a character
+        let lw = font.box_size(label).map_or_else(
+            |_| i32::try_from(label.chars().count() * 7).unwrap_or(i32::MAX),
+            |(w, _)| i32::try_from(w).unwrap_or(i32::MAX),
+        );
+        w = w.max(lw);
+        rows += 1;
+    }
+    (w.saturating_add(30 + 20), rows * 15 + 20)
+}
+
+/// Where a legend of `size` (pixels) covers the fewest pixels of the `drawn` polylines (pixel
+/// coordinates of the plotting area, `area` wide and high): a corner or the middle of a side,
+/// the upper right on a tie. Segments are sampled every 2 px.
+fn legend_position(
+    size: (i32, i32),
+    area: (u32, u32),
+    drawn: &[Vec<(i32, i32)>],
+) -> SeriesLabelPosition {
+    use SeriesLabelPosition::{
+        LowerLeft, LowerRight, MiddleLeft, MiddleRight, UpperLeft, UpperRight,
+    };
+    let (aw, ah) = (
+        i32::try_from(area.0).unwrap_or(i32::MAX),
+        i32::try_from(area.1).unwrap_or(i32::MAX),
+    );
+    let (w, h) = size;
+    // the boxes as plotters places them: 5 px from the edges
+    let candidates = [
+        (UpperRight, aw - w - 5, 5),
+        (UpperLeft, 5, 5),
+        (LowerRight, aw - w - 5, ah - h - 5),
+        (LowerLeft, 5, ah - h - 5),
+        (MiddleRight, aw - w - 5, (ah - h) / 2),
+        (MiddleLeft, 5, (ah - h) / 2),
+    ];
+    let mut samples = Vec::new();
+    for line in drawn {
+        if let [only] = line.as_slice() {
+            samples.push(*only);
+        }
+        for pair in line.windows(2) {
+            let ((xa, ya), (xb, yb)) = (pair[0], pair[1]);
+            let steps = ((xb - xa).abs().max((yb - ya).abs()) / 2).clamp(1, 4000);
+            for k in 0..=steps {
+                samples.push((xa + (xb - xa) * k / steps, ya + (yb - ya) * k / steps));
+            }
+        }
+    }
+    let covered = |x: i32, y: i32| {
+        samples
+            .iter()
+            .filter(|(px, py)| (x - 3..=x + w + 3).contains(px) && (y - 3..=y + h + 3).contains(py))
+            .count()
+    };
+    candidates
+        .into_iter()
+        .map(|(pos, x, y)| (covered(x, y), pos))
+        .min_by_key(|(n, _)| *n)
+        .map_or(UpperRight, |(_, pos)| pos)
 }
 
 fn draw_scatter<DB: DrawingBackend>(
@@ -585,6 +692,35 @@ mod tests {
         let png = render_png(&f, 400, 300).expect("png");
         let img = image::load_from_memory(&png).expect("decode");
         assert_eq!((img.width(), img.height()), (400, 300));
+    }
+
+    #[test]
+    fn the_legend_goes_where_the_curves_are_not() {
+        use SeriesLabelPosition::{LowerRight, UpperLeft, UpperRight};
+        let area = (600, 400);
+        let size = (120, 65);
+        // nothing drawn: the upper right, plotters' usual corner
+        assert!(matches!(legend_position(size, area, &[]), UpperRight));
+        // a curve falling from the upper left to the lower right leaves the upper right free
+        let falling = vec![vec![(0, 0), (600, 400)]];
+        assert!(matches!(legend_position(size, area, &falling), UpperRight));
+        // a rising curve along the top right and a flat one along the bottom: the upper left
+        let busy = vec![vec![(0, 380), (600, 380)], vec![(300, 200), (600, 10)]];
+        assert!(matches!(legend_position(size, area, &busy), UpperLeft));
+        // curves high everywhere (the K sweep's homogeneity) and a low left end: the lower right
+        let high = vec![
+            vec![(0, 40), (600, 40)],
+            vec![(0, 390), (100, 200), (600, 150)],
+        ];
+        assert!(matches!(legend_position(size, area, &high), LowerRight));
+    }
+
+    #[test]
+    fn the_legend_is_as_wide_as_its_longest_label() {
+        let (w1, h1) = legend_size(["ARI"].into_iter());
+        let (w2, h2) = legend_size(["ARI", "a much longer legend label"].into_iter());
+        assert!(w2 > w1 + 50, "{w1} {w2}");
+        assert_eq!(h2 - h1, 15);
     }
 
     #[test]
