@@ -303,8 +303,19 @@ impl LineParts<'_> {
         keep_y: impl Fn(f64) -> bool,
     ) -> DrawResult {
         let (x0, x1) = self.x;
+        // what is drawn (pixels of the plotting area) and named, for placing the legend
+        let base = chart.plotting_area().get_base_pixel();
+        let to_area =
+            |chart: &ChartContext<'c, DB, Cartesian2d<RangedCoordf64, Y>>, x: f64, y: f64| {
+                let (px, py) = chart.backend_coord(&(x, y));
+                (px - base.0, py - base.1)
+            };
+        let mut drawn: Vec<Vec<(i32, i32)>> = Vec::new();
+        let mut labels: Vec<&str> = Vec::new();
         // a vertical dashed line, darker and wider than the grid, named in the legend
         for (x, name) in self.marks {
+            drawn.push(vec![to_area(chart, *x, y0), to_area(chart, *x, y1)]);
+            labels.push(name);
             let c = BLACK.mix(0.7);
             chart
                 .draw_series(DashedLineSeries::new(
@@ -318,6 +329,8 @@ impl LineParts<'_> {
                 .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], c));
         }
         for (name, y, color) in self.references.iter().filter(|r| keep_y(r.1)) {
+            drawn.push(vec![to_area(chart, x0, *y), to_area(chart, x1, *y)]);
+            labels.push(name);
             let c = rgb(*color);
             chart
                 .draw_series(DashedLineSeries::new(
@@ -331,54 +344,22 @@ impl LineParts<'_> {
                 .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], c));
         }
         for s in self.series {
+            let kept = || s.points.iter().filter(|p| keep_y(p[1]));
+            drawn.push(kept().map(|p| to_area(chart, p[0], p[1])).collect());
+            labels.push(&s.name);
             let c = rgb(s.color);
             chart
                 .draw_series(LineSeries::new(
-                    s.points
-                        .iter()
-                        .filter(|p| keep_y(p[1]))
-                        .map(|p| (p[0], p[1])),
+                    kept().map(|p| (p[0], p[1])),
                     c.stroke_width(2),
                 ))
                 .map_err(|e| e.to_string())?
                 .label(s.name.clone())
                 .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], c));
         }
-        // the legend goes where it covers the least of what was drawn (pixels of the plotting area)
-        let base = chart.plotting_area().get_base_pixel();
-        let to_area = |x: f64, y: f64| {
-            let (px, py) = chart.backend_coord(&(x, y));
-            (px - base.0, py - base.1)
-        };
-        let mut drawn: Vec<Vec<(i32, i32)>> = Vec::new();
-        for (x, _) in self.marks {
-            drawn.push(vec![to_area(*x, y0), to_area(*x, y1)]);
-        }
-        for (_, y, _) in self.references.iter().filter(|r| keep_y(r.1)) {
-            drawn.push(vec![to_area(x0, *y), to_area(x1, *y)]);
-        }
-        for s in self.series {
-            drawn.push(
-                s.points
-                    .iter()
-                    .filter(|p| keep_y(p[1]))
-                    .map(|p| to_area(p[0], p[1]))
-                    .collect(),
-            );
-        }
-        let labels = self
-            .marks
-            .iter()
-            .map(|m| m.1.as_str())
-            .chain(
-                self.references
-                    .iter()
-                    .filter(|r| keep_y(r.1))
-                    .map(|r| r.0.as_str()),
-            )
-            .chain(self.series.iter().map(|s| s.name.as_str()));
+        // the legend goes where it covers the least of what was drawn
         let position = legend_position(
-            legend_size(labels),
+            legend_size(labels.into_iter()),
             chart.plotting_area().dim_in_pixel(),
             &drawn,
         );
@@ -699,7 +680,7 @@ mod tests {
         use SeriesLabelPosition::{LowerRight, UpperLeft, UpperRight};
         let area = (600, 400);
         let size = (120, 65);
-        // nothing drawn: the upper right, plotters' usual corner
+        // nothing drawn: the upper right, the first choice on a tie
         assert!(matches!(legend_position(size, area, &[]), UpperRight));
         // a curve falling from the upper left to the lower right leaves the upper right free
         let falling = vec![vec![(0, 0), (600, 400)]];
