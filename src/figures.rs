@@ -3,6 +3,7 @@
 
 use crate::error::{AecmError, Result};
 use plotters::coord::Shift;
+use plotters::coord::ranged1d::{BoldPoints, ValueFormatter};
 use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 use std::sync::Once;
@@ -264,8 +265,11 @@ fn draw_lines<DB: DrawingBackend>(
         let mut chart = builder
             .build_cartesian_2d(x0..x1, (lo..hi).log_scale())
             .map_err(|e| e.to_string())?;
+        let x_ticks = tick_labels(x0, x1);
         chart
             .configure_mesh()
+            .x_labels(MESH_LABELS)
+            .x_label_formatter(&x_ticks)
             .x_desc(x_label)
             .y_desc(format!("{y_label} (log)"))
             .draw()
@@ -277,13 +281,39 @@ fn draw_lines<DB: DrawingBackend>(
     let mut chart = builder
         .build_cartesian_2d(x0..x1, y0..y1)
         .map_err(|e| e.to_string())?;
+    let (x_ticks, y_ticks) = (tick_labels(x0, x1), tick_labels(y0, y1));
     chart
         .configure_mesh()
+        .x_labels(MESH_LABELS)
+        .y_labels(MESH_LABELS)
+        .x_label_formatter(&x_ticks)
+        .y_label_formatter(&y_ticks)
         .x_desc(x_label)
         .y_desc(y_label)
         .draw()
         .map_err(|e| e.to_string())?;
     parts.draw(&mut chart, (y0, y1), |_| true)
+}
+
+/// Labelled ticks per linear axis (plotters' default).
+const MESH_LABELS: usize = 11;
+
+/// Tick labels for a linear axis over `lo..hi`: whole numbers without a decimal point ("8", not
+/// "8.0") when every labelled tick is whole (epochs, K, scores x100), else plotters' own format.
+fn tick_labels(lo: f64, hi: f64) -> impl Fn(&f64) -> String {
+    let whole = |v: f64| v.fract() == 0.0 && v.abs() < 1e15;
+    let all_whole = RangedCoordf64::from(lo..hi)
+        .key_points(BoldPoints(MESH_LABELS))
+        .into_iter()
+        .all(whole);
+    move |v: &f64| {
+        if all_whole && whole(*v) {
+            // `+ 0.0` turns -0 into 0
+            format!("{:.0}", *v + 0.0)
+        } else {
+            RangedCoordf64::format(v)
+        }
+    }
 }
 
 /// What a line chart draws on its axes, whatever the y scale.
@@ -702,6 +732,18 @@ mod tests {
         let (w2, h2) = legend_size(["ARI", "a much longer legend label"].into_iter());
         assert!(w2 > w1 + 50, "{w1} {w2}");
         assert_eq!(h2 - h1, 15);
+    }
+
+    #[test]
+    fn whole_ticks_lose_the_decimal_point_only_when_all_are_whole() {
+        // K = 5..20 and scores 30..80: whole ticks
+        let k = tick_labels(5.0, 20.0);
+        assert_eq!((k(&6.0), k(&20.0)), ("6".to_string(), "20".to_string()));
+        assert_eq!(tick_labels(-10.0, 10.0)(&-0.0), "0");
+        // 0..1 ticks at 0.1 steps: 0 keeps its decimal like its neighbours
+        let f = tick_labels(0.0, 1.0);
+        assert_eq!((f(&0.0), f(&0.3)), ("0.0".to_string(), "0.3".to_string()));
+        assert_eq!(tick_labels(0.0, 3.0)(&1.0), "1.0");
     }
 
     #[test]
