@@ -5,7 +5,9 @@ use crate::error::{AecmError, Result};
 use plotters::coord::Shift;
 use plotters::coord::ranged1d::{BoldPoints, ValueFormatter};
 use plotters::coord::types::RangedCoordf64;
+use plotters::element::{Drawable, PointCollection};
 use plotters::prelude::*;
+use plotters_backend::{BackendCoord, DrawingErrorKind};
 use std::sync::Once;
 
 /// One curve.
@@ -132,7 +134,7 @@ pub fn render_svg(fig: &Figure, w: u32, h: u32) -> Result<String> {
     let mut s = String::new();
     {
         let root = SVGBackend::with_string(&mut s, (w, h)).into_drawing_area();
-        draw(&root, fig).map_err(|e| AecmError::Backend(format!("svg: {e}")))?;
+        draw(&root, fig, false).map_err(|e| AecmError::Backend(format!("svg: {e}")))?;
         root.present()
             .map_err(|e| AecmError::Backend(format!("svg: {e}")))?;
     }
@@ -146,7 +148,7 @@ pub fn render_png(fig: &Figure, w: u32, h: u32) -> Result<Vec<u8>> {
     let mut buf = vec![255u8; (w * h * 3) as usize];
     {
         let root = BitMapBackend::with_buffer(&mut buf, (w, h)).into_drawing_area();
-        draw(&root, fig).map_err(|e| AecmError::Backend(format!("png: {e}")))?;
+        draw(&root, fig, true).map_err(|e| AecmError::Backend(format!("png: {e}")))?;
         root.present()
             .map_err(|e| AecmError::Backend(format!("png: {e}")))?;
     }
@@ -170,7 +172,12 @@ fn check_size(w: u32, h: u32) -> Result<()> {
 
 type DrawResult = std::result::Result<(), String>;
 
-fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, fig: &Figure) -> DrawResult {
+/// Draws `fig` on `root`; `raster` says the backend is a bitmap (see [`RasterPath`]).
+fn draw<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    fig: &Figure,
+    raster: bool,
+) -> DrawResult {
     let e = |x: DrawingAreaErrorKind<DB::ErrorType>| x.to_string();
     root.fill(&WHITE).map_err(e)?;
     match fig {
@@ -183,7 +190,7 @@ fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, fig: &Figure) -> Draw
             references,
             log_y,
         } => draw_lines(
-            root, title, x_label, y_label, series, marks, references, *log_y,
+            root, title, x_label, y_label, series, marks, references, *log_y, raster,
         ),
         Figure::Scatter {
             title,
@@ -235,6 +242,7 @@ fn draw_lines<DB: DrawingBackend>(
     marks: &[(f64, String)],
     references: &[(String, f64, [u8; 3])],
     log_y: bool,
+    raster: bool,
 ) -> DrawResult {
     let (x0, x1) = bounds(series.iter().flat_map(|s| s.points.iter().map(|p| p[0])));
     let ys = series
@@ -252,6 +260,7 @@ fn draw_lines<DB: DrawingBackend>(
         series,
         marks,
         references,
+        raster,
     };
     if log_y {
         let pos: Vec<f64> = ys.filter(|v| *v > 0.0).collect();
@@ -322,6 +331,8 @@ struct LineParts<'a> {
     series: &'a [Series],
     marks: &'a [(f64, String)],
     references: &'a [(String, f64, [u8; 3])],
+    /// Draw the curves with [`RasterPath`] (bitmaps) rather than one wide path (SVG).
+    raster: bool,
 }
 
 impl LineParts<'_> {
@@ -378,12 +389,17 @@ impl LineParts<'_> {
             drawn.push(kept().map(|p| to_area(chart, p[0], p[1])).collect());
             labels.push(&s.name);
             let c = rgb(s.color);
-            chart
-                .draw_series(LineSeries::new(
-                    kept().map(|p| (p[0], p[1])),
-                    c.stroke_width(2),
-                ))
-                .map_err(|e| e.to_string())?
+            let points = kept().map(|p| (p[0], p[1]));
+            let anno = if self.raster {
+                chart.draw_series(std::iter::once(RasterPath {
+                    points: points.collect(),
+                    color: c,
+                    width: CURVE_WIDTH,
+                }))
+            } else {
+                chart.draw_series(LineSeries::new(points, c.stroke_width(CURVE_WIDTH)))
+            };
+            anno.map_err(|e| e.to_string())?
                 .label(s.name.clone())
                 .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], c));
         }
@@ -400,6 +416,69 @@ impl LineParts<'_> {
             .border_style(BLACK)
             .draw()
             .map_err(|e| e.to_string())?;
+        Ok(())
+    }
+}
+
+/// Width of a curve in pixels.
+const CURVE_WIDTH: u32 = 2;
+
+/// A polyline `width` pixels wide for bitmaps, drawn as `width` one-pixel anti-aliased lines side
+/// by side, each segment's copies shifted along its minor axis (x for steep segments, y for flat
+/// ones), with a `width`-pixel square where a flat segment meets a steep one.
+///
+/// plotters fills a wide path as one polygon scanned in one direction for the whole path
+/// (plotters-backend 0.3.7 `rasterizer::polygonize` and `fill_polygon`), which adds a pixel of
+/// anti-aliasing along the scan only: with stroke width 2 a flat stretch measured 3.1 px across
+/// and a steep one 2.3 px (the test below), so steep rises looked thinner. Here every segment is
+/// `width` pixels thick along its minor axis, like a Bresenham thick line (1.8 px across both
+/// ways in the same test). SVG keeps plotters' own path (one `<polyline>` with `stroke-width`),
+/// which viewers draw evenly.
+struct RasterPath {
+    points: Vec<(f64, f64)>,
+    color: RGBColor,
+    width: u32,
+}
+
+impl<'a> PointCollection<'a, (f64, f64)> for &'a RasterPath {
+    type Point = &'a (f64, f64);
+    type IntoIter = &'a [(f64, f64)];
+    fn point_iter(self) -> &'a [(f64, f64)] {
+        &self.points
+    }
+}
+
+impl<DB: DrawingBackend> Drawable<DB> for RasterPath {
+    fn draw<I: Iterator<Item = BackendCoord>>(
+        &self,
+        pos: I,
+        backend: &mut DB,
+        _: (u32, u32),
+    ) -> std::result::Result<(), DrawingErrorKind<DB::ErrorType>> {
+        let pts: Vec<BackendCoord> = pos.collect();
+        let w = self.width.max(1) as i32;
+        // offsets -(w-1)/2 ..= w/2: 0, 1 for width 2
+        let first = -(w - 1) / 2;
+        let line = self.color.stroke_width(1);
+        let fill = self.color.filled();
+        let steep = |a: BackendCoord, b: BackendCoord| (b.1 - a.1).abs() > (b.0 - a.0).abs();
+        for seg in pts.windows(2) {
+            let (a, b) = (seg[0], seg[1]);
+            for k in first..first + w {
+                let d = if steep(a, b) { (k, 0) } else { (0, k) };
+                backend.draw_line((a.0 + d.0, a.1 + d.1), (b.0 + d.0, b.1 + d.1), &line)?;
+            }
+        }
+        // where a flat segment meets a steep one their copies are shifted different ways: a
+        // square closes the notch (elsewhere the copies meet and a solid square would show as a dot)
+        for s in pts
+            .windows(3)
+            .filter(|s| w > 1 && steep(s[0], s[1]) != steep(s[1], s[2]))
+        {
+            let lo = (s[1].0 + first, s[1].1 + first);
+            // the bitmap backend fills up to, not including, the lower right corner
+            backend.draw_rect(lo, (lo.0 + w, lo.1 + w), &fill, true)?;
+        }
         Ok(())
     }
 }
@@ -744,6 +823,88 @@ mod tests {
         let f = tick_labels(0.0, 1.0);
         assert_eq!((f(&0.0), f(&0.3)), ("0.0".to_string(), "0.3".to_string()));
         assert_eq!(tick_labels(0.0, 3.0)(&1.0), "1.0");
+    }
+
+    /// Ink of a pure red curve at each pixel, 0..1, whatever it was drawn over (white or a grey
+    /// grid line: red minus green is the curve's coverage either way).
+    fn red_ink(png: &[u8]) -> (u32, u32, Vec<f64>) {
+        let img = image::load_from_memory(png).expect("decode").to_rgb8();
+        let (w, h) = img.dimensions();
+        let ink = img
+            .pixels()
+            .map(|p| (f64::from(p.0[0]) - f64::from(p.0[1])).max(0.0) / 255.0)
+            .collect();
+        (w, h, ink)
+    }
+
+    /// Thickness across a line from ink sums along one axis: `sums[i]` is the ink of scan line
+    /// `i`, `centres[i]` where along the scan line it sits; the slope of the centres over the scan
+    /// lines turns the extent along the scan line into the thickness across the curve.
+    fn thickness(lines: &[(f64, f64, f64)]) -> f64 {
+        let n = lines.len() as f64;
+        let (mi, mc) = lines
+            .iter()
+            .fold((0.0, 0.0), |(a, b), l| (a + l.0 / n, b + l.2 / n));
+        let cov: f64 = lines.iter().map(|l| (l.0 - mi) * (l.2 - mc)).sum();
+        let var: f64 = lines.iter().map(|l| (l.0 - mi).powi(2)).sum();
+        let slope = cov / var;
+        let extent = lines.iter().map(|l| l.1).sum::<f64>() / n;
+        extent / (1.0 + slope * slope).sqrt()
+    }
+
+    #[test]
+    fn steep_and_flat_stretches_of_a_png_curve_are_equally_thick() {
+        // a steep rise on the left, then a nearly flat stretch along the top
+        let fig = Figure::Lines {
+            title: "t".into(),
+            x_label: "x".into(),
+            y_label: "y".into(),
+            series: vec![Series {
+                name: "curve".into(),
+                color: [255, 0, 0],
+                points: vec![[0.0, 0.0], [1.0, 10.0], [11.0, 12.0]],
+            }],
+            marks: vec![],
+            references: vec![],
+            log_y: false,
+        };
+        let (w, h, ink) = red_ink(&render_png(&fig, 600, 400).expect("png"));
+        let at = |x: u32, y: u32| ink[(y * w + x) as usize];
+        // rows through the left third: (row, ink along the row, centre of that ink)
+        let rows: Vec<(f64, f64, f64)> = (0..h)
+            .filter_map(|y| {
+                let s: f64 = (0..w / 3).map(|x| at(x, y)).sum();
+                let c: f64 = (0..w / 3).map(|x| f64::from(x) * at(x, y)).sum();
+                (s > 0.5).then(|| (f64::from(y), s, c / s))
+            })
+            .collect();
+        // columns through the middle third, upper half
+        let cols: Vec<(f64, f64, f64)> = (w / 3..2 * w / 3)
+            .filter_map(|x| {
+                let s: f64 = (0..h / 2).map(|y| at(x, y)).sum();
+                let c: f64 = (0..h / 2).map(|y| f64::from(y) * at(x, y)).sum();
+                (s > 0.5).then(|| (f64::from(x), s, c / s))
+            })
+            .collect();
+        assert!(
+            rows.len() > 150 && cols.len() > 150,
+            "{} {}",
+            rows.len(),
+            cols.len()
+        );
+        // the middle half of each stretch, away from the corner and the ends
+        let mid = |v: &[(f64, f64, f64)]| v[v.len() / 4..3 * v.len() / 4].to_vec();
+        let (steep, flat) = (thickness(&mid(&rows)), thickness(&mid(&cols)));
+        for t in [steep, flat] {
+            assert!(
+                (1.5..=2.5).contains(&t),
+                "steep {steep:.2} px, flat {flat:.2} px"
+            );
+        }
+        assert!(
+            steep.max(flat) / steep.min(flat) < 1.15,
+            "steep {steep:.2} px, flat {flat:.2} px"
+        );
     }
 
     #[test]
