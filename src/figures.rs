@@ -837,9 +837,9 @@ mod tests {
         (w, h, ink)
     }
 
-    /// Thickness across a line from ink sums along one axis: `sums[i]` is the ink of scan line
-    /// `i`, `centres[i]` where along the scan line it sits; the slope of the centres over the scan
-    /// lines turns the extent along the scan line into the thickness across the curve.
+    /// Thickness across a line from scan lines `(position, ink along it, centre of that ink)`:
+    /// the slope of the centres over the positions turns the mean extent along a scan line into
+    /// the thickness across the curve.
     fn thickness(lines: &[(f64, f64, f64)]) -> f64 {
         let n = lines.len() as f64;
         let (mi, mc) = lines
