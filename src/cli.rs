@@ -318,6 +318,11 @@ pub struct TrainArgs {
     /// at most this many minutes apart, and its final parameters at the end; 0: none.
     #[arg(long, default_value_t = 10.0)]
     pub checkpoint_minutes: f64,
+    /// With --out (CM, AE-CM, AE-KM): write each run's mini-batch loss terms to
+    /// OUT/steps-seed-S.csv (step, epoch, phase, loss, one column per term), with each
+    /// checkpoint and at the end; with --resume it continues from the checkpoint's step.
+    #[arg(long)]
+    pub step_log: bool,
     /// Continue each run from its checkpoint under --out (same data and settings; the
     /// evaluation settings may change); runs without one start from the beginning.
     #[arg(long)]
@@ -566,6 +571,7 @@ pub fn build_config(a: &TrainArgs, ds: &data::Dataset) -> anyhow::Result<TrainCo
     c.eval_every = a.eval_every;
     c.eval_budget = a.eval_budget;
     c.averaging = !a.no_averaging;
+    c.step_events = a.step_log;
     Ok(c)
 }
 
@@ -642,6 +648,31 @@ fn checkpoint_paths(
     Ok(Some(path))
 }
 
+/// The folder of the step logs (`None` without --step-log); refuses --step-log without --out
+/// or for a model that does not train in steps.
+fn step_log_paths(a: &TrainArgs, model: ModelKind) -> anyhow::Result<Option<PathBuf>> {
+    if !a.step_log {
+        return Ok(None);
+    }
+    let Some(out) = a.out.clone() else {
+        return Err(
+            AecmError::config("step-log", "writes OUT/steps-seed-S.csv: give --out").into(),
+        );
+    };
+    if !model.is_neural() {
+        return Err(AecmError::config(
+            "step-log",
+            format!(
+                "model {} does not train in mini-batch steps (only cm, aecm and ae-km do)",
+                model.name()
+            ),
+        )
+        .into());
+    }
+    std::fs::create_dir_all(&out).map_err(|e| AecmError::io(&out, e))?;
+    Ok(Some(out))
+}
+
 fn train_cmd(a: TrainArgs) -> anyhow::Result<()> {
     let t0 = Instant::now();
     let opts = LoadOptions {
@@ -687,6 +718,7 @@ fn train_cmd(a: TrainArgs) -> anyhow::Result<()> {
         });
     }
     let checkpoints = checkpoint_paths(&a, cfg.model)?;
+    let step_logs = step_log_paths(&a, cfg.model)?;
     let mut results: Vec<RunResult> = Vec::new();
     for run in 0..a.runs {
         if stop.load(Ordering::SeqCst) {
@@ -699,6 +731,9 @@ fn train_cmd(a: TrainArgs) -> anyhow::Result<()> {
         }
         .check(ds.n, ds.d)?;
         let ck_path = checkpoints.as_ref().map(|f| f(seed));
+        let steps_path = step_logs
+            .as_ref()
+            .map(|out| out.join(format!("steps-seed-{seed}.csv")));
         let r = if run_cfg.model.is_neural() {
             let trainer = match &ck_path {
                 Some(p) if a.resume && p.exists() => {
@@ -715,6 +750,29 @@ fn train_cmd(a: TrainArgs) -> anyhow::Result<()> {
                     Trainer::resume(ck, run_cfg, ds.clone(), device.clone(), &desc)?
                 }
                 _ => Trainer::new(run_cfg, ds.clone(), device.clone(), &desc)?,
+            };
+            let step_log = match &steps_path {
+                Some(p) if a.resume && p.exists() && trainer.steps() > 0 => {
+                    Some(export::StepLog::resume(&cfg, p, trainer.steps())?)
+                }
+                Some(p) => {
+                    if trainer.steps() > 0 {
+                        eprintln!(
+                            "warning: {} is missing: the step log starts at step {}",
+                            p.display(),
+                            trainer.steps() + 1
+                        );
+                    }
+                    Some(export::StepLog::new(&cfg))
+                }
+                None => None,
+            };
+            let step_log = std::cell::RefCell::new(step_log);
+            let write_steps = || -> crate::error::Result<()> {
+                match (step_log.borrow().as_ref(), steps_path.as_ref()) {
+                    (Some(log), Some(p)) => log.write(p),
+                    _ => Ok(()),
+                }
             };
             let total = trainer.total_epochs() as u64;
             let pb = if a.quiet {
@@ -738,6 +796,9 @@ fn train_cmd(a: TrainArgs) -> anyhow::Result<()> {
             let mut last_line = Instant::now();
             let names = ds.label_names.clone();
             let mut sink = |e: &Event| {
+                if let Some(log) = step_log.borrow_mut().as_mut() {
+                    log.push(e);
+                }
                 if let Event::Epoch(rec) = e {
                     pb.inc(1);
                     let m = rec
@@ -770,10 +831,17 @@ fn train_cmd(a: TrainArgs) -> anyhow::Result<()> {
                     Ok(()) => last_saved = Instant::now(),
                     Err(e) => eprintln!("\nwarning: checkpoint not written: {e}"),
                 }
+                if let Err(e) = write_steps() {
+                    eprintln!("\nwarning: step log not written: {e}");
+                }
                 Ok(())
             };
-            let r = trainer.run_with(&mut sink, &stop, &mut between)?;
+            let r = trainer.run_with(&mut sink, &stop, &mut between);
             pb.finish_and_clear();
+            // the steps so far are kept even when the run failed
+            let written = write_steps();
+            let r = r?;
+            written?;
             if r.interrupted
                 && let Some(p) = ck_path.as_ref().filter(|p| p.exists())
             {

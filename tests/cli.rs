@@ -143,6 +143,101 @@ fn aecm_on_an_image_sample_writes_every_output_file() {
     let _ = std::fs::remove_dir_all(&out);
 }
 
+/// `--step-log` writes every mini-batch's loss terms, without changing the run: each epoch's
+/// terms in `summary.json` are the mean of its steps' rows, the last step of an epoch is that
+/// epoch's step count, and the run is the one trained without the log.
+#[test]
+fn step_log_holds_every_steps_terms_and_leaves_the_run_unchanged() {
+    let (a, b) = (out_dir("steps-plain"), out_dir("steps-log"));
+    let extra = ["--hidden", "64,64", "--batch", "128", "--eval-every", "0"];
+    run_ok(&mut aecm_on_digits(&a, &extra));
+    run_ok(aecm_on_digits(&b, &extra).arg("--step-log"));
+    let (sa, sb) = (json(&a.join("summary.json")), json(&b.join("summary.json")));
+    assert_eq!(sa["metrics"], sb["metrics"]);
+    assert_eq!(sa["l_sp"], sb["l_sp"]);
+    let hist = sb["history"].as_array().unwrap();
+    let losses = |s: &serde_json::Value| -> Vec<serde_json::Value> {
+        s["history"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["loss"].clone())
+            .collect()
+    };
+    assert_eq!(losses(&sa), losses(&sb));
+    assert!(!a.join("steps-seed-0.csv").exists());
+
+    let csv = std::fs::read_to_string(b.join("steps-seed-0.csv")).unwrap();
+    let mut lines = csv.lines();
+    let terms = ["rec", "cm_rec", "sparsity", "prior", "orth"];
+    assert_eq!(
+        lines.next().unwrap(),
+        format!("step,epoch,phase,loss,{}", terms.join(","))
+    );
+    let rows: Vec<Vec<String>> = lines
+        .map(|l| l.split(',').map(String::from).collect())
+        .collect();
+    // 1797 digits in batches of 128: 15 steps an epoch, 3 epochs and the averaging epoch
+    assert_eq!(rows.len(), 4 * 15);
+    assert_eq!(hist.len(), 4);
+    for (i, r) in rows.iter().enumerate() {
+        assert_eq!(r.len(), 4 + terms.len());
+        assert_eq!(r[0], (i + 1).to_string());
+        assert_eq!(r[1], (i / 15 + 1).to_string());
+        assert_eq!(r[2], if i < 45 { "train" } else { "averaging" });
+    }
+    for (e, h) in hist.iter().enumerate() {
+        let epoch_rows = &rows[15 * e..15 * (e + 1)];
+        assert_eq!(
+            epoch_rows.last().unwrap()[0],
+            h["steps"].as_u64().unwrap().to_string()
+        );
+        for (j, t) in terms.iter().enumerate() {
+            let mean = epoch_rows
+                .iter()
+                .map(|r| f64::from(r[4 + j].parse::<f32>().unwrap()))
+                .sum::<f64>()
+                / 15.0;
+            let want = h["terms"][t].as_f64().unwrap();
+            assert!(
+                (mean - want).abs() <= 1e-9 * want.abs().max(1.0),
+                "epoch {} {t}: mean of steps {mean}, summary {want}",
+                e + 1
+            );
+        }
+    }
+
+    // without --out, or for a model without steps: refused before any run, naming the option
+    let o = bin()
+        .args(digits_aecm_args())
+        .args(["--epochs", "1", "--step-log"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(e.contains("step-log") && e.contains("--out"), "{e}");
+    let c = out_dir("steps-kmeans");
+    let o = bin()
+        .args([
+            "train",
+            "--data",
+            "builtin:blobs",
+            "--model",
+            "kmeans",
+            "--step-log",
+            "--out",
+        ])
+        .arg(&c)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(e.contains("step-log") && e.contains("kmeans"), "{e}");
+    for d in [a, b, c] {
+        let _ = std::fs::remove_dir_all(d);
+    }
+}
+
 /// The same seed gives the same run, bit for bit, whatever the number of CPU threads: the loss
 /// history, the partition and the centroids of an AE-CM run with 1 and with 3 threads are
 /// identical (layers of 300 units at batch 600 take the threaded products and column sums;
@@ -343,6 +438,7 @@ fn stopped_run_resumes_from_its_checkpoint_and_ends_as_if_never_stopped() {
                 "0",
                 "--checkpoint-minutes",
                 "0.000001",
+                "--step-log",
                 "--out",
             ]
             .map(String::from),
@@ -439,6 +535,11 @@ fn stopped_run_resumes_from_its_checkpoint_and_ends_as_if_never_stopped() {
         std::fs::read_to_string(a.join("assignments.csv")).unwrap(),
         std::fs::read_to_string(b.join("assignments.csv")).unwrap()
     );
+    // the step log continues from the checkpoint: the same rows as the run never stopped
+    let steps = |d: &std::path::Path| std::fs::read_to_string(d.join("steps-seed-0.csv")).unwrap();
+    let last_steps = history(&ra).last().unwrap()["steps"].as_u64().unwrap() as usize;
+    assert_eq!(steps(&a).lines().count(), 1 + last_steps);
+    assert_eq!(steps(&a), steps(&b));
     // the finished run's checkpoint holds its final parameters: resuming it changes nothing
     let err = run_ok(bin().args(args(&b)).arg("--resume"));
     assert!(err.contains("after epoch 15"), "{err}");

@@ -1,0 +1,67 @@
+"""The mini-batch steps of one `aecm train --step-log --out OUT` run around its loss spikes, as text.
+
+Usage: python3 step-table.py OUT/steps-seed-S.csv OUT/summary.json TITLE COMMAND RECORD WHEN > FILE
+TITLE, COMMAND and WHEN (session, machine, wall) head the file; RECORD names the stored
+`aecm reproduce` record the run repeats, whose L_sp the run's own is printed beside.
+Part 1, one line per epoch: the median step loss, the prior term of the epoch's last (partial)
+batch, the median prior of its other batches, the difference, and the largest step loss among
+the next epoch's first 10 steps over this epoch's median step loss. Part 2: every step from the
+last 4 of the epoch before to the 16th of the epoch, for each epoch whose first 10 steps hold a
+step over 3 times the epoch before's median step loss.
+Made repro_results/pendigits-K6-seed14-steps.txt and the step files beside it (sixty-second session).
+"""
+import csv
+import json
+import statistics
+import sys
+
+TERMS = ["loss", "rec", "cm_rec", "sparsity", "prior", "orth"]
+
+
+def main():
+    steps, summary, title, cmd, record, when = sys.argv[1:7]
+    d = json.load(open(summary))
+    rows = list(csv.DictReader(open(steps)))
+    ep = {}
+    for r in rows:
+        ep.setdefault(int(r["epoch"]), []).append(r)
+    n, b = d["n"], d["config"]["batch"]
+    last = max(ep)
+    print("# " + title)
+    print("# " + cmd)
+    print("# %s (run wall %.0f s); table by repro_results/step-table.py." % (when, d["run_wall_s"]))
+    print("# The same settings as %s, whose L_sp (%.4f) and ARI this run gives again: the step log does not change the training." % (record, d["l_sp"]))
+    print("# N = %d in batches of %d: %d steps an epoch, the last of %d samples (ALGORITHM.md: the last partial batch is kept); %d rows in OUT/steps-seed-S.csv." % (
+        n, b, len(ep[1]), n % b or b, len(rows)))
+    print("# Terms as `aecm train` names them (a batch's values; the epoch values of summary.json are their means): rec = beta * deep reconstruction,")
+    print("# cm_rec = the CM's reconstruction of the embedding, sparsity = sum_i sum_k g_ik (1 - g_ik), prior = sum_k (1 - alpha_k) log(mean_i g_ik + 1e-10),")
+    print("# orth = lambda * orthonormality. Epoch %d is the averaging epoch." % last)
+    print("#")
+    print("# Part 1. Per epoch: median step loss; the last batch's prior, the median prior of the other batches and their difference;")
+    print("# next10 = the largest step loss of the next epoch's first 10 steps / this epoch's median step loss.")
+    print("%5s %12s %10s %10s %9s %10s" % ("epoch", "median loss", "last prior", "med prior", "excess", "next10"))
+    spikes = []
+    for e in range(1, last + 1):
+        rs, nxt = ep[e], ep.get(e + 1)
+        med = statistics.median(float(r["loss"]) for r in rs[:-1])
+        medp = statistics.median(float(r["prior"]) for r in rs[:-1])
+        lastp = float(rs[-1]["prior"])
+        nx = max(float(r["loss"]) for r in nxt[:10]) / med if nxt else float("nan")
+        if nxt and nx > 3:
+            spikes.append(e + 1)
+        print("%5d %12.4g %10.4g %10.4g %9.1f %10.3g" % (e, med, lastp, medp, lastp - medp, nx))
+    print("#")
+    print("# Part 2. Every step from the last 4 of the epoch before to the 16th of each epoch whose first 10 steps exceed 3 x the median (epochs %s)." % (
+        ", ".join(str(e) for e in spikes) or "none"))
+    print("%6s %5s %11s %11s %11s %10s %10s %10s" % ("step", "epoch", *TERMS))
+    for e in spikes:
+        for r in ep[e - 1][-4:] + ep[e][:16]:
+            print("%6s %5s %s" % (r["step"], r["epoch"], " ".join(
+                ("%11.4g" if i < 3 else "%10.4g") % float(r[t]) for i, t in enumerate(TERMS))))
+        print("#")
+    m = d["metrics"]
+    print("# final: ARI %.1f NMI %.1f ACC %.1f, L_sp %.1f" % (100 * m["ari"], 100 * m["nmi"], 100 * m["acc"], d["l_sp"]))
+
+
+if __name__ == "__main__":
+    main()
