@@ -5,9 +5,10 @@ TITLE, COMMAND and WHEN (session, machine, wall) head the file; RECORD names the
 `aecm reproduce` record the run repeats, whose L_sp the run's own is printed beside.
 Part 1, one line per epoch: the median step loss, the prior term of the epoch's last (partial)
 batch, the median prior of its other batches, the difference, and the largest step loss among
-the next epoch's first 10 steps over this epoch's median step loss. Part 2: every step from the
-last 4 of the epoch before to the 16th of the epoch, for each epoch whose first 10 steps hold a
-step over 3 times the epoch before's median step loss.
+the next epoch's first 10 steps over this epoch's median step loss. Part 2: for each epoch with a
+step over 3 times the epoch before's median step loss (a spike), every step from 6 before the
+first such step: from the epoch before's last 2 steps when it is among its epoch's first 20 steps,
+else from 12 steps before it, to 12 steps after it.
 Made repro_results/pendigits-K6-seed14-steps.txt and the step files beside it (sixty-second session).
 """
 import csv
@@ -47,15 +48,20 @@ def main():
         medp = statistics.median(float(r["prior"]) for r in rs[:-1])
         lastp = float(rs[-1]["prior"])
         nx = max(float(r["loss"]) for r in nxt[:10]) / med if nxt else float("nan")
-        if nxt and nx > 3:
-            spikes.append(e + 1)
+        if nxt:
+            first = next((int(r["step"]) for r in nxt if float(r["loss"]) > 3 * med), None)
+            if first is not None:
+                spikes.append((e + 1, first))
         print("%5d %12.4g %10.4g %10.4g %9.1f %10.3g" % (e, med, lastp, medp, lastp - medp, nx))
     print("#")
-    print("# Part 2. Every step from the last 4 of the epoch before to the 16th of each epoch whose first 10 steps exceed 3 x the median (epochs %s)." % (
-        ", ".join(str(e) for e in spikes) or "none"))
+    print("# Part 2. Around each spike (a step over 3 x the epoch before's median step loss; the first such step of epochs %s)," % (
+        ", ".join("%d (step %d, the epoch's %d.)" % (e, j, j - int(ep[e][0]["step"]) + 1) for e, j in spikes) or "none"))
+    print("# every step from the epoch before's last 2 (a spike among its epoch's first 20 steps) or from 12 steps before it, to 12 after it.")
     print("%6s %5s %11s %11s %11s %10s %10s %10s" % ("step", "epoch", *TERMS))
-    for e in spikes:
-        for r in ep[e - 1][-4:] + ep[e][:16]:
+    for e, j in spikes:
+        e0 = int(ep[e][0]["step"])
+        start = e0 - 2 if j - e0 < 20 else j - 12
+        for r in rows[start - 1 : j + 12]:
             print("%6s %5s %s" % (r["step"], r["epoch"], " ".join(
                 ("%11.4g" if i < 3 else "%10.4g") % float(r[t]) for i, t in enumerate(TERMS))))
         print("#")
