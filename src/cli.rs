@@ -753,7 +753,16 @@ fn train_cmd(a: TrainArgs) -> anyhow::Result<()> {
             };
             let step_log = match &steps_path {
                 Some(p) if a.resume && p.exists() && trainer.steps() > 0 => {
-                    Some(export::StepLog::resume(&cfg, p, trainer.steps())?)
+                    let log = export::StepLog::resume(&cfg, p, trainer.steps())?;
+                    if log.len() < trainer.steps() {
+                        eprintln!(
+                            "warning: {} holds {} of the {} steps before the checkpoint",
+                            p.display(),
+                            log.len(),
+                            trainer.steps()
+                        );
+                    }
+                    Some(log)
                 }
                 Some(p) => {
                     if trainer.steps() > 0 {
