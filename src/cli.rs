@@ -304,6 +304,10 @@ pub struct TrainArgs {
     /// Skip the averaging epoch.
     #[arg(long)]
     pub no_averaging: bool,
+    /// Skip each epoch's last, partial batch (the paper's code keeps it): a probe of the K
+    /// sweep's divergences, not the paper's setting
+    #[arg(long)]
+    pub drop_last: bool,
     /// Device: auto, cpu, wgpu.
     #[arg(long, default_value = "auto")]
     pub device: DeviceChoice,
@@ -572,6 +576,7 @@ pub fn build_config(a: &TrainArgs, ds: &data::Dataset) -> anyhow::Result<TrainCo
     c.eval_budget = a.eval_budget;
     c.averaging = !a.no_averaging;
     c.step_events = a.step_log;
+    c.drop_last = a.drop_last;
     Ok(c)
 }
 

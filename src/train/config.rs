@@ -179,6 +179,11 @@ pub struct TrainConfig {
     pub averaging: bool,
     /// Emit a `Step` event for every mini-batch (for the live explorer).
     pub step_events: bool,
+    /// Skip each epoch's last, partial batch (the paper's code and ALGORITHM.md keep it): a
+    /// probe of the K sweep's divergences (REPRODUCTION.md), off by default. Stored
+    /// configurations without it: off.
+    #[serde(default)]
+    pub drop_last: bool,
 }
 
 fn default_pretrain_eps() -> f64 {
@@ -218,6 +223,7 @@ impl Default for TrainConfig {
             eval_budget: 0.1,
             averaging: true,
             step_events: false,
+            drop_last: false,
         }
     }
 }
