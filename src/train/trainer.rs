@@ -1389,6 +1389,17 @@ mod tests {
     use super::*;
     use crate::train::TrainConfig;
 
+    /// The epochs' phases of a pre-trained AE-CM with 2 epochs in each phase.
+    const PRETRAINED_2X2_PHASES: [&str; 7] = [
+        "ae-pretrain",
+        "ae-pretrain",
+        "cm-pretrain",
+        "cm-pretrain",
+        "train",
+        "train",
+        "averaging",
+    ];
+
     fn blobs() -> Dataset {
         crate::data::generate("blobs", Some(90), 3).unwrap()
     }
@@ -1494,18 +1505,7 @@ mod tests {
             let want: Vec<usize> = (1..=7).map(|e| e * per_epoch).collect();
             assert_eq!(steps, want, "drop_last {drop_last}");
             let phases: Vec<&str> = t.history().iter().map(|h| h.phase.as_str()).collect();
-            assert_eq!(
-                phases,
-                [
-                    "ae-pretrain",
-                    "ae-pretrain",
-                    "cm-pretrain",
-                    "cm-pretrain",
-                    "train",
-                    "train",
-                    "averaging"
-                ]
-            );
+            assert_eq!(phases, PRETRAINED_2X2_PHASES);
         }
     }
 
@@ -2110,18 +2110,7 @@ mod tests {
         assert_eq!(t.total_epochs(), 7);
         let r = t.run(&mut |_: &Event| {}, &AtomicBool::new(false)).unwrap();
         let phases: Vec<&str> = r.history.iter().map(|h| h.phase.as_str()).collect();
-        assert_eq!(
-            phases,
-            [
-                "ae-pretrain",
-                "ae-pretrain",
-                "cm-pretrain",
-                "cm-pretrain",
-                "train",
-                "train",
-                "averaging"
-            ]
-        );
+        assert_eq!(phases, PRETRAINED_2X2_PHASES);
         assert!(r.km_on_embedding.is_some());
         // k-means' clusters on the embedding: one per sample, K of them at most
         assert_eq!(r.km_assignments.len(), 90);
