@@ -782,9 +782,15 @@ fn train_cmd(a: TrainArgs) -> anyhow::Result<()> {
                 None => None,
             };
             let step_log = std::cell::RefCell::new(step_log);
+            // rows in the file as last written: the end of a run with checkpoints writes once
+            let written = std::cell::Cell::new(None::<usize>);
             let write_steps = || -> crate::error::Result<()> {
                 match (step_log.borrow().as_ref(), steps_path.as_ref()) {
-                    (Some(log), Some(p)) => log.write(p),
+                    (Some(log), Some(p)) if written.get() != Some(log.len()) => {
+                        log.write(p)?;
+                        written.set(Some(log.len()));
+                        Ok(())
+                    }
                     _ => Ok(()),
                 }
             };
@@ -853,9 +859,9 @@ fn train_cmd(a: TrainArgs) -> anyhow::Result<()> {
             let r = trainer.run_with(&mut sink, &stop, &mut between);
             pb.finish_and_clear();
             // the steps so far are kept even when the run failed
-            let written = write_steps();
+            let steps_written = write_steps();
             let r = r?;
-            written?;
+            steps_written?;
             if r.interrupted
                 && let Some(p) = ck_path.as_ref().filter(|p| p.exists())
             {
