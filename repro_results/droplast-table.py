@@ -57,7 +57,7 @@ def main():
     for out in sys.argv[5:]:
         s = json.load(open(os.path.join(out, "summary.json")))
         kind = "drop" if s["config"].get("drop_last") else "kept"
-        runs[(kind, s["k"], s["seed"])] = (out, s)
+        runs[(kind, s["k"], s["seed"])] = (out, s, onsets(s))
     print(f"# {title}")
     print(f"# {cmd}")
     print(f"# {when}")
@@ -90,23 +90,23 @@ def main():
             base = None
             kept = runs.get(("kept", k, seed))
             if kept:
-                out, s = kept
+                out, s, on = kept
                 same = s["metrics"]["ari"] == r["scores"]["ari"] and abs(s["l_sp"] - r["lsp"]) <= 1e-4 * r["lsp"]
                 if not same and l1d(r.get("cpu")) == l1d(s.get("cpu")):
                     sys.exit(f"seed {seed} K {k}: the rerun differs from a record of the same L1d")
                 ari = "= record" if same else f"{100 * s['metrics']['ari']:8.1f}"
-                line += f"{ari:>8} {s['l_sp']:9.1f} {smallest(out, k):5d} {fmt_onsets(onsets(s)):<9} | "
-                base = (100 * s["metrics"]["ari"], s["l_sp"], onsets(s))
+                line += f"{ari:>8} {s['l_sp']:9.1f} {smallest(out, k):5d} {fmt_onsets(on):<9} | "
+                base = (100 * s["metrics"]["ari"], s["l_sp"], on)
             else:
                 line += f"{'':>8} {'':>9} {'':>5} {'':<9} | "
             drop = runs.get(("drop", k, seed))
             if drop:
-                out, s = drop
-                line += f"{100 * s['metrics']['ari']:5.1f} {s['l_sp']:9.1f} {smallest(out, k):5d} {fmt_onsets(onsets(s))}"
+                out, s, on = drop
+                line += f"{100 * s['metrics']['ari']:5.1f} {s['l_sp']:9.1f} {smallest(out, k):5d} {fmt_onsets(on)}"
                 if base is None and l1d(r.get("cpu")) == l1d(s.get("cpu")):
                     base = (100 * r["scores"]["ari"], r["lsp"], None)
                 if base:
-                    paired.append((base, (100 * s["metrics"]["ari"], s["l_sp"], onsets(s))))
+                    paired.append((base, (100 * s["metrics"]["ari"], s["l_sp"], on)))
             print(line.rstrip())
         if len(paired) < 2:
             continue
@@ -125,7 +125,7 @@ def main():
                 f"(in {sum(bool(x) for x, _ in both)} runs), --drop-last {sum(len(y) for _, y in both)} (in {sum(bool(y) for _, y in both)} runs)"
             )
 
-        drops = [onsets(s) for (kind, kk, _), (_, s) in sorted(runs.items()) if kind == "drop" and kk == k]
+        drops = [on for (kind, kk, _), (_, _, on) in runs.items() if kind == "drop" and kk == k]
         print(f"--drop-last runs with a spike onset: {sum(bool(o) for o in drops)} of {len(drops)} ({sum(len(o) for o in drops)} onsets)")
         a = [b[0] for b, _ in paired if b[0] > 5]
         a1 = [d[0] for b, d in paired if b[0] > 5]
