@@ -1,0 +1,90 @@
+#!/usr/bin/env python3
+"""One line per K of the K sweep: the stored runs' ARI and homogeneity on Pendigits and USPS.
+
+Usage: python3 repro_results/k-sweep-summary.py [RECORDS_DIR]
+       (default: repro_results/records/k-sweep; reads RUNS/DATASET/aecm-random-KN/seed-*.json)
+
+Prints a Markdown table: for each data set the mean ± std of the ARI (population std, as
+`aecm reproduce` writes it) over the stored seeds,
+its median (which a single degenerate run barely moves, unlike the mean), the ARI of the run with
+the lowest L_sp (the paper's model selection), and the mean homogeneity; values x100, one decimal.
+The highest mean and the highest median of each data set are in bold. A line above the table says how
+many runs each K has; if the K of a data set do not all have the same seeds, the seeds are listed, so a
+partial column cannot pass for a full one. The numbers are the ones `repro_results/k-sweep.md`
+gives (mean, std, L_sp-selected) plus the median, which that table does not carry.
+"""
+
+import glob
+import json
+import os
+import statistics
+import sys
+
+DATASETS = ["pendigits", "usps"]
+NAMES = {"pendigits": "Pendigits", "usps": "USPS"}
+KS = range(5, 21)
+
+
+def load(records, dataset, k):
+    runs = []
+    for path in glob.glob(os.path.join(records, "runs", dataset, f"aecm-random-K{k}", "seed-*.json")):
+        with open(path) as f:
+            runs.append(json.load(f))
+    return runs
+
+
+def summarize(runs):
+    ari = [100 * r["scores"]["ari"] for r in runs]
+    hom = [100 * r["scores"]["homogeneity"] for r in runs]
+    pick = min(runs, key=lambda r: r["lsp"])
+    return {
+        "seeds": sorted(r["seed"] for r in runs),
+        "mean": statistics.mean(ari),
+        "std": statistics.pstdev(ari),
+        "median": statistics.median(ari),
+        "pick": 100 * pick["scores"]["ari"],
+        "hom": statistics.mean(hom),
+    }
+
+
+def main():
+    records = sys.argv[1] if len(sys.argv) > 1 else "repro_results/records/k-sweep"
+    table = {}
+    for ds in DATASETS:
+        for k in KS:
+            runs = load(records, ds, k)
+            if not runs:
+                sys.exit(f"{records}: no runs stored for {ds} at K = {k} (expected runs/{ds}/aecm-random-K{k}/seed-*.json)")
+            table[ds, k] = summarize(runs)
+    heads = []
+    for ds in DATASETS:
+        seeds = {tuple(table[ds, k]["seeds"]) for k in KS}
+        if len(seeds) == 1:
+            s = next(iter(seeds))
+            contiguous = list(s) == list(range(len(s)))
+            heads.append(f"{NAMES[ds]}: {len(s)} runs at every K (seeds {'0-' + str(len(s) - 1) if contiguous else ', '.join(map(str, s))})")
+        else:
+            heads.append(NAMES[ds] + ": " + "; ".join(f"K = {k}: seeds {table[ds, k]['seeds']}" for k in KS))
+    print("Runs: " + "; ".join(heads) + ".")
+    print()
+    cols = ["ARI mean ± std", "median", "lowest L_sp", "homogeneity"]
+    print("| K | " + " | ".join(f"{NAMES[ds]} {c}" if i == 0 else c for ds in DATASETS for i, c in enumerate(cols)) + " |")
+    print("| --- " * (1 + len(cols) * len(DATASETS)) + "|")
+    best = {(ds, f): max(KS, key=lambda k: table[ds, k][f]) for ds in DATASETS for f in ("mean", "median")}
+    for k in KS:
+        cells = [str(k)]
+        for ds in DATASETS:
+            t = table[ds, k]
+            mean = f"{t['mean']:.1f} ± {t['std']:.1f}"
+            median = f"{t['median']:.1f}"
+            cells += [
+                f"**{mean}**" if best[ds, "mean"] == k else mean,
+                f"**{median}**" if best[ds, "median"] == k else median,
+                f"{t['pick']:.1f}",
+                f"{t['hom']:.1f}",
+            ]
+        print("| " + " | ".join(cells) + " |")
+
+
+if __name__ == "__main__":
+    main()
