@@ -9,8 +9,8 @@ Prints a Markdown table: for each data set the mean ± std of the ARI (populatio
 its median (which a single degenerate run barely moves, unlike the mean), the ARI of the run with
 the lowest L_sp (the paper's model selection), and the mean homogeneity; values x100, one decimal.
 The highest mean and the highest median of each data set are in bold. A line above the table says how
-many runs each K has; if the K of a data set do not all have the same seeds, the seeds are listed, so a
-partial column cannot pass for a full one. The numbers are the ones `repro_results/k-sweep.md`
+many runs each K has; if the K of a data set do not all have the same seeds, each set of seeds is
+listed with the K that have it, so a partial column cannot pass for a full one. The numbers are the ones `repro_results/k-sweep.md`
 gives (mean, std, L_sp-selected) plus the median, which that table does not carry.
 """
 
@@ -47,6 +47,17 @@ def summarize(runs):
     }
 
 
+def ranges(values):
+    """Sorted integers as runs: [0, 1, 2, 5, 7, 8] -> "0-2, 5, 7-8"."""
+    out = []
+    for v in values:
+        if out and v == out[-1][1] + 1:
+            out[-1][1] = v
+        else:
+            out.append([v, v])
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in out)
+
+
 def main():
     records = sys.argv[1] if len(sys.argv) > 1 else "repro_results/records/k-sweep"
     table = {}
@@ -58,14 +69,16 @@ def main():
             table[ds, k] = summarize(runs)
     heads = []
     for ds in DATASETS:
-        seeds = {tuple(table[ds, k]["seeds"]) for k in KS}
-        if len(seeds) == 1:
-            s = next(iter(seeds))
-            contiguous = list(s) == list(range(len(s)))
-            heads.append(f"{NAMES[ds]}: {len(s)} runs at every K (seeds {'0-' + str(len(s) - 1) if contiguous else ', '.join(map(str, s))})")
+        groups = {}
+        for k in KS:
+            groups.setdefault(tuple(table[ds, k]["seeds"]), []).append(k)
+        if len(groups) == 1:
+            s = next(iter(groups))
+            heads.append(f"{NAMES[ds]}: {len(s)} runs at every K (seeds {ranges(s)})")
         else:
-            heads.append(NAMES[ds] + ": " + "; ".join(f"K = {k}: seeds {table[ds, k]['seeds']}" for k in KS))
-    print("Runs: " + "; ".join(heads) + ".")
+            parts = [f"{len(s)} runs (seeds {ranges(s)}) at K = {ranges(ks)}" for s, ks in sorted(groups.items(), key=lambda g: g[1][0])]
+            heads.append(NAMES[ds] + ": " + "; ".join(parts))
+    print("Runs. " + ". ".join(heads) + ".")
     print()
     cols = ["ARI mean ± std", "median", "lowest L_sp", "homogeneity"]
     print("| K | " + " | ".join(f"{NAMES[ds]} {c}" if i == 0 else c for ds in DATASETS for i, c in enumerate(cols)) + " |")
