@@ -5,7 +5,8 @@ TITLE, COMMAND and WHEN (session, machine, wall) head the file; RECORD names the
 `aecm reproduce` record the run repeats, whose L_sp the run's own is printed beside.
 Reads the summary's history (loss terms, L_sp, metrics, clusters x classes counts per epoch).
 Made repro_results/pendigits-K6-seed14-collapse.txt, pendigits-K17-seed3-plateau.txt and
-pendigits-K6-seed11-spike.txt (sixty-first session), pendigits-K17-seed20-collapse.txt (sixty-ninth).
+pendigits-K6-seed11-spike.txt (sixty-first session), pendigits-K17-seed20-collapse.txt (sixty-ninth),
+pendigits-K12-seed26-collapse.txt (seventy-fifth).
 """
 import json
 import sys
