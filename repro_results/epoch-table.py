@@ -6,7 +6,8 @@ TITLE, COMMAND and WHEN (session, machine, wall) head the file; RECORD names the
 Reads the summary's history (loss terms, L_sp, metrics, clusters x classes counts per epoch).
 Made repro_results/pendigits-K6-seed14-collapse.txt, pendigits-K17-seed3-plateau.txt and
 pendigits-K6-seed11-spike.txt (sixty-first session), pendigits-K17-seed20-collapse.txt (sixty-ninth),
-pendigits-K12-seed26-collapse.txt (seventy-fifth).
+pendigits-K12-seed26-collapse.txt (seventy-fifth), pendigits-K18-seed28-collapse.txt
+(seventy-seventh).
 """
 import json
 import sys
