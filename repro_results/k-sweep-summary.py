@@ -12,10 +12,17 @@ The highest mean and the highest median of each data set are in bold. A line abo
 many runs each K has; if the K of a data set do not all have the same seeds, each set of seeds is
 listed with the K that have it, so a partial column cannot pass for a full one. The numbers are the ones `repro_results/k-sweep.md`
 gives (mean, std, L_sp-selected) plus the median, which that table does not carry.
+
+Below the table, one line per data set and pair of K among 9-12 (the K around the maximum): over
+the seeds both K have, on how many the higher K scores the higher ARI, and the seed-by-seed
+difference (higher K minus lower) as its mean, sample standard deviation and standard error
+(sample std / sqrt(seeds)), which says how far the seeds stored can order the two K.
 """
 
 import glob
+import itertools
 import json
+import math
 import os
 import statistics
 import sys
@@ -23,6 +30,7 @@ import sys
 DATASETS = ["pendigits", "usps"]
 NAMES = {"pendigits": "Pendigits", "usps": "USPS"}
 KS = range(5, 21)
+PAIRED_KS = [9, 10, 11, 12]
 
 
 def load(records, dataset, k):
@@ -39,6 +47,7 @@ def summarize(runs):
     pick = min(runs, key=lambda r: r["lsp"])
     return {
         "seeds": sorted(r["seed"] for r in runs),
+        "by_seed": {r["seed"]: 100 * r["scores"]["ari"] for r in runs},
         "mean": statistics.mean(ari),
         "std": statistics.pstdev(ari),
         "median": statistics.median(ari),
@@ -97,6 +106,19 @@ def main():
                 f"{t['hom']:.1f}",
             ]
         print("| " + " | ".join(cells) + " |")
+    print()
+    for ds in DATASETS:
+        for a, b in itertools.combinations(PAIRED_KS, 2):
+            lo, hi = table[ds, a]["by_seed"], table[ds, b]["by_seed"]
+            common = sorted(set(lo) & set(hi))
+            diffs = [hi[s] - lo[s] for s in common]
+            if len(diffs) < 2:
+                continue
+            sd = statistics.stdev(diffs)
+            print(
+                f"{NAMES[ds]}, K = {b} - K = {a}: {len(diffs)} seeds, K = {b} higher on {sum(d > 0 for d in diffs)}; "
+                f"mean difference {statistics.mean(diffs):+.2f}, sample std {sd:.2f}, standard error {sd / math.sqrt(len(diffs)):.2f}."
+            )
 
 
 if __name__ == "__main__":
