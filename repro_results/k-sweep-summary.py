@@ -42,12 +42,13 @@ def load(records, dataset, k):
 
 
 def summarize(runs):
-    ari = [100 * r["scores"]["ari"] for r in runs]
+    by_seed = {r["seed"]: 100 * r["scores"]["ari"] for r in runs}
+    ari = list(by_seed.values())
     hom = [100 * r["scores"]["homogeneity"] for r in runs]
     pick = min(runs, key=lambda r: r["lsp"])
     return {
-        "seeds": sorted(r["seed"] for r in runs),
-        "by_seed": {r["seed"]: 100 * r["scores"]["ari"] for r in runs},
+        "seeds": sorted(by_seed),
+        "by_seed": by_seed,
         "mean": statistics.mean(ari),
         "std": statistics.pstdev(ari),
         "median": statistics.median(ari),
