@@ -1,0 +1,124 @@
+#!/usr/bin/env python3
+"""The facts a K-sweep history paragraph gives about one seed's runs, from the stored records.
+
+Usage: python3 repro_results/k-sweep-seed.py DATASET SEED K [K ...] [--records DIR]
+       (default DIR: repro_results/records/k-sweep; reads DIR/runs/DATASET/aecm-random-KN/seed-*.json)
+
+For each K, first the row of the paragraph's table (values x100):
+    | K | ARI / homogeneity of SEED | its wall time | mean ± std ARI of the other seeds |
+    | mean ± std ARI with SEED | mean homogeneity with SEED |
+(std is the population std, as `aecm reproduce` writes it), then SEED's rank by ARI among the
+stored seeds, the medians without and with it, its L_sp as a multiple of the K's median L_sp
+(with SEED) and of the lowest L_sp of the other seeds, whether it is the lowest-L_sp pick (for a
+seed just added: whether the pick moves to it),
+its smallest cluster, the ARI of k-means on its embedding, and from its clusters x classes
+counts every class without a cluster of its own (a cluster is a class's own when the class is
+its largest), every class spread over several own clusters, and every cluster in which a second
+class holds 15% or more. The degenerate runs of REPRODUCTION.md stand out by their L_sp multiple,
+smallest cluster and k-means score.
+"""
+
+import glob
+import json
+import os
+import statistics
+import sys
+
+
+def load(records, dataset, k):
+    runs = {}
+    for path in glob.glob(os.path.join(records, "runs", dataset, f"aecm-random-K{k}", "seed-*.json")):
+        with open(path) as f:
+            run = json.load(f)
+        runs[run["seed"]] = run
+    return runs
+
+
+def ari(run):
+    return 100 * run["scores"]["ari"]
+
+
+def hom(run):
+    return 100 * run["scores"]["homogeneity"]
+
+
+def confusions(counts):
+    """Lines on the classes a clustering merges or splits (counts: clusters x classes)."""
+    classes = len(counts[0])
+    totals = [sum(c[j] for c in counts) for j in range(classes)]
+    major = [max(range(classes), key=lambda j: c[j]) for c in counts]
+    lines = []
+    for j in range(classes):
+        own = [i for i, m in enumerate(major) if m == j and sum(counts[i]) > 0]
+        if not own:
+            best = max(range(len(counts)), key=lambda i: counts[i][j])
+            lines.append(f"{j}s: no cluster of their own, {100 * counts[best][j] / totals[j]:.0f}% in one of the {major[best]}s")
+        elif len(own) > 1:
+            shares = ", ".join(f"{100 * counts[i][j] / totals[j]:.0f}%" for i in own)
+            lines.append(f"{j}s: over {len(own)} clusters ({shares})")
+    for i, c in enumerate(counts):
+        size = sum(c)
+        if size == 0:
+            continue
+        parts = sorted(((n, j) for j, n in enumerate(c)), reverse=True)
+        mixed = [f"{j}s {100 * n / size:.0f}%" for n, j in parts if n / size >= 0.15]
+        if len(mixed) > 1:
+            lines.append(f"cluster {i} ({size} points): {', '.join(mixed)}")
+    return lines
+
+
+def report(records, dataset, seed, k):
+    runs = load(records, dataset, k)
+    if seed not in runs:
+        sys.exit(f"{records}: no run stored for {dataset} seed {seed} at K = {k} "
+                 f"(expected runs/{dataset}/aecm-random-K{k}/seed-{seed}.json)")
+    me = runs[seed]
+    others = [r for s, r in runs.items() if s != seed]
+    every = list(runs.values())
+    before = [ari(r) for r in others]
+    after = [ari(r) for r in every]
+    mean_sd = lambda xs: f"{statistics.mean(xs):.1f} ± {statistics.pstdev(xs):.1f}" if xs else "-"
+    print(f"| {k} | {ari(me):.1f} / {hom(me):.1f} | {me['wall_s']:.0f} s | {mean_sd(before)} | "
+          f"{mean_sd(after)} | {statistics.mean(hom(r) for r in every):.1f} |")
+    rank = 1 + sum(a > ari(me) for a in after)
+    print(f"  rank {rank} of {len(every)}; mean {statistics.mean(after):.2f} "
+          f"(without it {statistics.mean(before):.2f})" if before else f"  rank 1 of 1")
+    if before:
+        print(f"  median {statistics.median(after):.2f} (without it {statistics.median(before):.2f})")
+        lowest = min(others, key=lambda r: r["lsp"])
+        median_lsp = statistics.median(r["lsp"] for r in every)
+        print(f"  L_sp {me['lsp']:.2f}: {me['lsp'] / median_lsp:.2f} x the K's median, "
+              f"{me['lsp'] / lowest['lsp']:.2f} x the lowest of the others (seed {lowest['seed']}, ARI {ari(lowest):.1f}); "
+              f"the lowest-L_sp pick: {'yes' if me['lsp'] < lowest['lsp'] else 'no'}")
+    counts = me.get("counts")
+    km = me.get("km_on_embedding")
+    if counts:
+        sizes = sorted(sum(c) for c in counts)
+        print(f"  smallest clusters {sizes[:3]}")
+    if km:
+        print(f"  k-means on its embedding {100 * km['ari']:.1f} ({100 * km['ari'] - ari(me):+.1f} against the CM)")
+    for line in confusions(counts) if counts else []:
+        print(f"    {line}")
+
+
+def main():
+    args = sys.argv[1:]
+    records = "repro_results/records/k-sweep"
+    if "--records" in args:
+        i = args.index("--records")
+        if i + 1 >= len(args):
+            sys.exit("--records needs a folder")
+        records = args[i + 1]
+        del args[i:i + 2]
+    if len(args) < 3:
+        sys.exit(__doc__.split("\n\n")[1])
+    try:
+        seed, ks = int(args[1]), [int(k) for k in args[2:]]
+    except ValueError:
+        sys.exit(f"SEED and K must be integers, got {' '.join(args[1:])}")
+    for k in ks:
+        report(records, args[0], seed, k)
+
+
+if __name__ == "__main__":
+    main()
