@@ -18,20 +18,17 @@ class holds 15% or more. The degenerate runs of REPRODUCTION.md stand out by the
 smallest cluster and k-means score.
 """
 
-import glob
-import json
-import os
+import importlib
 import statistics
 import sys
 
+# The records are read by k-sweep-summary.py's loader (this script's folder is on sys.path).
+summary = importlib.import_module("k-sweep-summary")
+
 
 def load(records, dataset, k):
-    runs = {}
-    for path in glob.glob(os.path.join(records, "runs", dataset, f"aecm-random-K{k}", "seed-*.json")):
-        with open(path) as f:
-            run = json.load(f)
-        runs[run["seed"]] = run
-    return runs
+    """The stored runs of one data set at one K, by seed."""
+    return {run["seed"]: run for run in summary.load(records, dataset, k)}
 
 
 def ari(run):
