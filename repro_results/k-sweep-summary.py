@@ -17,6 +17,10 @@ Below the table, one line per data set and pair of K among 9-12 (the K around th
 the seeds both K have, on how many the higher K scores the higher ARI, and the seed-by-seed
 difference (higher K minus lower) as its mean, sample standard deviation and standard error
 (sample std / sqrt(seeds)), which says how far the seeds stored can order the two K.
+
+Last, one line per data set and number of seeds n (seeds 0..n-1, over the K that have them all): the
+K with the highest mean and the K with the highest median ARI, each with its lead over the runner-up
+(the difference of the two values as printed, to two decimals), the figures the bullets' chains ("with thirty-four seeds K = 10 by 0.06, ...") quote.
 """
 
 import glob
@@ -120,6 +124,35 @@ def main():
                 f"{NAMES[ds]}, K = {b} - K = {a}: {len(diffs)} seeds, K = {b} higher on {sum(d > 0 for d in diffs)}; "
                 f"mean difference {statistics.mean(diffs):+.2f}, sample std {sd:.2f}, standard error {sd / math.sqrt(len(diffs)):.2f}."
             )
+    print()
+    for ds in DATASETS:
+        for line in leaders(records, ds):
+            print(line)
+
+
+def leaders(records, dataset):
+    """For each n from 2 up, the K with the highest mean and the K with the highest median ARI over
+    seeds 0..n-1 (the K that have all of them), each with its lead over the runner-up (printed
+    values' difference): what the
+    K-sweep bullets of REPRODUCTION.md quote as "with thirty-four seeds K = 10 by 0.06, ..."."""
+    by_k = {k: {r["seed"]: 100 * r["scores"]["ari"] for r in load(records, dataset, k)} for k in KS}
+    lines = []
+    n = 2
+    while True:
+        ks = [k for k in KS if all(s in by_k[k] for s in range(n))]
+        if len(ks) < 2:
+            break
+        parts = []
+        for name, f in (("mean", statistics.mean), ("median", statistics.median)):
+            v = sorted(((f([by_k[k][s] for s in range(n)]), k) for k in ks), reverse=True)
+            # The lead is the difference of the two values as printed (two decimals), as a reader
+            # of "64.50 against 64.37" computes it.
+            lead = round(v[0][0], 2) - round(v[1][0], 2)
+            parts.append(f"highest {name} K = {v[0][1]} ({v[0][0]:.2f}) by {lead:.2f} over K = {v[1][1]} ({v[1][0]:.2f})")
+        only = "" if len(ks) == len(KS) else f" (only K = {ranges(ks)} have them)"
+        lines.append(f"{NAMES[dataset]}, seeds 0-{n - 1}{only}: " + "; ".join(parts) + ".")
+        n += 1
+    return lines
 
 
 if __name__ == "__main__":
