@@ -20,8 +20,8 @@ difference (higher K minus lower) as its mean, sample standard deviation and sta
 
 Last, one line per data set and number of seeds n (seeds 0..n-1, over the K that have them all): the
 K with the highest mean and the K with the highest median ARI, each with its lead over the runner-up
-(the difference of the two values as printed, to two decimals), the figures the bullets' chains
-("with thirty-four seeds K = 10 by 0.06, ...") quote.
+(the difference of the two values as printed, to two decimals), which the Pendigits and USPS
+bullets of REPRODUCTION.md sum up (up to the eighty-second session they listed them one by one).
 """
 
 import glob
@@ -127,16 +127,15 @@ def main():
             )
     print()
     for ds in DATASETS:
-        for line in leaders(records, ds):
+        for line in leaders(table, ds):
             print(line)
 
 
-def leaders(records, dataset):
+def leaders(table, dataset):
     """For each n from 2 up, the K with the highest mean and the K with the highest median ARI over
     seeds 0..n-1 (the K that have all of them), each with its lead over the runner-up (the printed
-    values' difference): what the K-sweep bullets of REPRODUCTION.md quote as "with thirty-four
-    seeds K = 10 by 0.06, ..."."""
-    by_k = {k: {r["seed"]: 100 * r["scores"]["ari"] for r in load(records, dataset, k)} for k in KS}
+    values' difference), which the K-sweep bullets of REPRODUCTION.md sum up."""
+    by_k = {k: table[dataset, k]["by_seed"] for k in KS}  # the records main() already read
     lines = []
     n = 2
     while True:
