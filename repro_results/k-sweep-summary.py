@@ -22,6 +22,9 @@ Last, one line per data set and number of seeds n (seeds 0..n-1, over the K that
 K with the highest mean and the K with the highest median ARI, each with its lead over the runner-up
 (the difference of the two values as printed, to two decimals), which the Pendigits and USPS
 bullets of REPRODUCTION.md sum up (up to the eighty-second session they listed them one by one).
+Then, per data set, that sum: over the seed counts from TALLY_FROM seeds on that every K has, how
+often the highest mean (and the highest median) changed hands from one count to the next, and for
+each leading K at how many counts it led, at which, and its smallest and largest lead.
 """
 
 import glob
@@ -36,6 +39,9 @@ DATASETS = ["pendigits", "usps"]
 NAMES = {"pendigits": "Pendigits", "usps": "USPS"}
 KS = range(5, 21)
 PAIRED_KS = [9, 10, 11, 12]
+# The leader tally starts at twenty seeds: below that the sweep had seeds 0..n-1 at some K only
+# (seeds were first added around the true K), and the REPRODUCTION.md bullets count from there.
+TALLY_FROM = 20
 
 
 def load(records, dataset, k):
@@ -127,14 +133,17 @@ def main():
             )
     print()
     for ds in DATASETS:
-        for line in leaders(table, ds):
-            print(line)
+        rows = leaders(table, ds)
+        for row in rows:
+            print(row["line"])
+        print(tally(rows, ds))
 
 
 def leaders(table, dataset):
     """For each n from 2 up, the K with the highest mean and the K with the highest median ARI over
     seeds 0..n-1 (the K that have all of them), each with its lead over the runner-up (the printed
-    values' difference), which the K-sweep bullets of REPRODUCTION.md sum up."""
+    values' difference), which the K-sweep bullets of REPRODUCTION.md sum up. Returns one dict per n:
+    the printed line, whether every K has the n seeds, and per statistic the leader K and its lead."""
     by_k = {k: table[dataset, k]["by_seed"] for k in KS}  # the records main() already read
     lines = []
     n = 2
@@ -143,16 +152,42 @@ def leaders(table, dataset):
         if len(ks) < 2:
             break
         parts = []
+        lead_by = {}
         for name, f in (("mean", statistics.mean), ("median", statistics.median)):
             v = sorted(((f([by_k[k][s] for s in range(n)]), k) for k in ks), reverse=True)
             # The lead is the difference of the two values as printed (two decimals), as a reader
             # of "64.50 against 64.37" computes it.
             lead = round(v[0][0], 2) - round(v[1][0], 2)
             parts.append(f"highest {name} K = {v[0][1]} ({v[0][0]:.2f}) by {lead:.2f} over K = {v[1][1]} ({v[1][0]:.2f})")
+            lead_by[name] = (v[0][1], lead)
         only = "" if len(ks) == len(KS) else f" (only K = {ranges(ks)} have them)"
-        lines.append(f"{NAMES[dataset]}, seeds 0-{n - 1}{only}: " + "; ".join(parts) + ".")
+        line = f"{NAMES[dataset]}, seeds 0-{n - 1}{only}: " + "; ".join(parts) + "."
+        lines.append({"n": n, "every_k": len(ks) == len(KS), "lead": lead_by, "line": line})
         n += 1
     return lines
+
+
+def tally(rows, dataset):
+    """One line summing up leaders()'s rows from TALLY_FROM seeds on (those every K has): per
+    statistic, how often the leader changed from one seed count to the next, and per leading K the
+    counts it led at and its smallest and largest lead."""
+    rows = [r for r in rows if r["n"] >= TALLY_FROM and r["every_k"]]
+    if not rows:
+        return f"{NAMES[dataset]}: fewer than {TALLY_FROM} seeds at every K, no leader tally."
+    parts = []
+    for name in ("mean", "median"):
+        seq = [(r["n"], *r["lead"][name]) for r in rows]
+        changes = sum(a[1] != b[1] for a, b in zip(seq, seq[1:]))
+        per_k = []
+        for k in sorted({k for _, k, _ in seq}):
+            at = [(n, lead) for n, kk, lead in seq if kk == k]
+            leads = [lead for _, lead in at]
+            by = f"{min(leads):.2f}" if min(leads) == max(leads) else f"{min(leads):.2f}-{max(leads):.2f}"
+            counts = "count" if len(at) == 1 else "counts"
+            per_k.append(f"K = {k} at {len(at)} {counts} ({ranges([n for n, _ in at])} seeds; by {by})")
+        parts.append(f"highest {name} changed hands {changes} times; " + ", ".join(per_k))
+    head = f"{NAMES[dataset]}, leaders over the {len(rows)} seed counts {rows[0]['n']}-{rows[-1]['n']}: "
+    return head + "; ".join(parts) + "."
 
 
 if __name__ == "__main__":
