@@ -145,7 +145,7 @@ def leaders(table, dataset):
     values' difference), which the K-sweep bullets of REPRODUCTION.md sum up. Returns one dict per n:
     the printed line, whether every K has the n seeds, and per statistic the leader K and its lead."""
     by_k = {k: table[dataset, k]["by_seed"] for k in KS}  # the records main() already read
-    lines = []
+    rows = []
     n = 2
     while True:
         ks = [k for k in KS if all(s in by_k[k] for s in range(n))]
@@ -162,9 +162,9 @@ def leaders(table, dataset):
             lead_by[name] = (v[0][1], lead)
         only = "" if len(ks) == len(KS) else f" (only K = {ranges(ks)} have them)"
         line = f"{NAMES[dataset]}, seeds 0-{n - 1}{only}: " + "; ".join(parts) + "."
-        lines.append({"n": n, "every_k": len(ks) == len(KS), "lead": lead_by, "line": line})
+        rows.append({"n": n, "every_k": len(ks) == len(KS), "lead": lead_by, "line": line})
         n += 1
-    return lines
+    return rows
 
 
 def tally(rows, dataset):
