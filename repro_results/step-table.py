@@ -13,7 +13,8 @@ else from 12 steps before it, to 12 steps after it.
 Made repro_results/pendigits-K6-seed14-steps.txt and the step files beside it (sixty-second session;
 pendigits-K17-seed20-steps.txt in the sixty-ninth, pendigits-K12-seed26-steps.txt in the seventy-fifth,
 pendigits-K18-seed28-steps.txt in the seventy-seventh, pendigits-K20-seed38-steps.txt in the
-eighty-sixth, pendigits-K13-seed39-steps.txt in the eighty-seventh).
+eighty-sixth, pendigits-K13-seed39-steps.txt and
+pendigits-K6-seed40-steps.txt in the eighty-seventh).
 """
 import csv
 import json
