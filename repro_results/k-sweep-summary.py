@@ -25,6 +25,10 @@ bullets of REPRODUCTION.md sum up (up to the eighty-second session they listed t
 Then, per data set, that sum: over the seed counts from TALLY_FROM seeds on that every K has, how
 often the highest mean (and the highest median) changed hands from one count to the next, and for
 each leading K at how many counts it led, at which, and its smallest and largest lead.
+
+Last of all, per data set, the MULTIPLES largest L_sp multiples: each run's L_sp over the median L_sp
+of its K, with the K and seed, the figures the degenerate-runs and USPS bullets quote (the
+degenerate runs stand among them; which runs are degenerate is read in REPRODUCTION.md, not here).
 """
 
 import glob
@@ -42,6 +46,7 @@ PAIRED_KS = [9, 10, 11, 12]
 # The leader tally starts at twenty seeds: below that the sweep had seeds 0..n-1 at some K only
 # (seeds were first added around the true K), and the REPRODUCTION.md bullets count from there.
 TALLY_FROM = 20
+MULTIPLES = 30
 
 
 def load(records, dataset, k):
@@ -57,7 +62,9 @@ def summarize(runs):
     ari = list(by_seed.values())
     hom = [100 * r["scores"]["homogeneity"] for r in runs]
     pick = min(runs, key=lambda r: r["lsp"])
+    lsp_median = statistics.median(r["lsp"] for r in runs)
     return {
+        "multiples": {r["seed"]: r["lsp"] / lsp_median for r in runs},
         "seeds": sorted(by_seed),
         "by_seed": by_seed,
         "mean": statistics.mean(ari),
@@ -137,6 +144,11 @@ def main():
         for row in rows:
             print(row["line"])
         print(tally(rows, ds))
+    print()
+    for ds in DATASETS:
+        runs = sorted(((m, k, seed) for k in KS for seed, m in table[ds, k]["multiples"].items()), reverse=True)
+        listed = "; ".join(f"{m:.2f}, K = {k} seed {seed}" for m, k, seed in runs[:MULTIPLES])
+        print(f"{NAMES[ds]}, the {MULTIPLES} largest L_sp multiples of their K's median L_sp: {listed}.")
 
 
 def leaders(table, dataset):
