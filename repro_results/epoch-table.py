@@ -8,7 +8,8 @@ Made repro_results/pendigits-K6-seed14-collapse.txt, pendigits-K17-seed3-plateau
 pendigits-K6-seed11-spike.txt (sixty-first session), pendigits-K17-seed20-collapse.txt (sixty-ninth),
 pendigits-K12-seed26-collapse.txt (seventy-fifth), pendigits-K18-seed28-collapse.txt
 (seventy-seventh), pendigits-K20-seed38-collapse.txt (eighty-sixth),
-pendigits-K13-seed39-collapse.txt and pendigits-K6-seed40-spike.txt (eighty-seventh).
+pendigits-K13-seed39-collapse.txt and pendigits-K6-seed40-spike.txt (eighty-seventh),
+pendigits-K6-seed28-spike.txt and pendigits-K6-seed36-spike.txt (eighty-eighth).
 """
 import json
 import sys

@@ -14,7 +14,8 @@ Made repro_results/pendigits-K6-seed14-steps.txt and the step files beside it (s
 pendigits-K17-seed20-steps.txt in the sixty-ninth, pendigits-K12-seed26-steps.txt in the seventy-fifth,
 pendigits-K18-seed28-steps.txt in the seventy-seventh, pendigits-K20-seed38-steps.txt in the
 eighty-sixth, pendigits-K13-seed39-steps.txt and
-pendigits-K6-seed40-steps.txt in the eighty-seventh).
+pendigits-K6-seed40-steps.txt in the eighty-seventh, pendigits-K6-seed28-steps.txt and
+pendigits-K6-seed36-steps.txt in the eighty-eighth).
 """
 import csv
 import json
