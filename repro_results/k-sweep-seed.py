@@ -22,7 +22,7 @@ import importlib
 import statistics
 import sys
 
-# The records are read by k-sweep-summary.py's loader (this script's folder is on sys.path).
+# The records are read, and the L_sp multiple of the K's median computed, by k-sweep-summary.py (this script's folder is on sys.path).
 summary = importlib.import_module("k-sweep-summary")
 
 
@@ -83,8 +83,8 @@ def report(records, dataset, seed, k):
     if before:
         print(f"  median {statistics.median(after):.2f} (without it {statistics.median(before):.2f})")
         lowest = min(others, key=lambda r: r["lsp"])
-        median_lsp = statistics.median(r["lsp"] for r in every)
-        print(f"  L_sp {me['lsp']:.2f}: {me['lsp'] / median_lsp:.2f} x the K's median, "
+        multiple = summary.summarize(every)["multiples"][seed]
+        print(f"  L_sp {me['lsp']:.2f}: {multiple:.2f} x the K's median, "
               f"{me['lsp'] / lowest['lsp']:.2f} x the lowest of the others (seed {lowest['seed']}, ARI {ari(lowest):.1f}); "
               f"the lowest-L_sp pick: {'yes' if me['lsp'] < lowest['lsp'] else 'no'}")
     counts = me.get("counts")
