@@ -9,7 +9,8 @@ pendigits-K6-seed11-spike.txt (sixty-first session), pendigits-K17-seed20-collap
 pendigits-K12-seed26-collapse.txt (seventy-fifth), pendigits-K18-seed28-collapse.txt
 (seventy-seventh), pendigits-K20-seed38-collapse.txt (eighty-sixth),
 pendigits-K13-seed39-collapse.txt and pendigits-K6-seed40-spike.txt (eighty-seventh),
-pendigits-K6-seed28-spike.txt and pendigits-K6-seed36-spike.txt (eighty-eighth).
+pendigits-K6-seed28-spike.txt and pendigits-K6-seed36-spike.txt (eighty-eighth),
+pendigits-K6-seed42-spike.txt (eighty-ninth).
 """
 import json
 import sys

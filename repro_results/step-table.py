@@ -15,7 +15,8 @@ pendigits-K17-seed20-steps.txt in the sixty-ninth, pendigits-K12-seed26-steps.tx
 pendigits-K18-seed28-steps.txt in the seventy-seventh, pendigits-K20-seed38-steps.txt in the
 eighty-sixth, pendigits-K13-seed39-steps.txt and
 pendigits-K6-seed40-steps.txt in the eighty-seventh, pendigits-K6-seed28-steps.txt and
-pendigits-K6-seed36-steps.txt in the eighty-eighth).
+pendigits-K6-seed36-steps.txt in the eighty-eighth, pendigits-K6-seed42-steps.txt in the
+eighty-ninth).
 """
 import csv
 import json
