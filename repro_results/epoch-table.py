@@ -4,13 +4,9 @@ Usage: python3 epoch-table.py OUT/summary.json TITLE COMMAND RECORD WHEN > FILE
 TITLE, COMMAND and WHEN (session, machine, wall) head the file; RECORD names the stored
 `aecm reproduce` record the run repeats, whose L_sp the run's own is printed beside.
 Reads the summary's history (loss terms, L_sp, metrics, clusters x classes counts per epoch).
-Made repro_results/pendigits-K6-seed14-collapse.txt, pendigits-K17-seed3-plateau.txt and
-pendigits-K6-seed11-spike.txt (sixty-first session), pendigits-K17-seed20-collapse.txt (sixty-ninth),
-pendigits-K12-seed26-collapse.txt (seventy-fifth), pendigits-K18-seed28-collapse.txt
-(seventy-seventh), pendigits-K20-seed38-collapse.txt (eighty-sixth),
-pendigits-K13-seed39-collapse.txt and pendigits-K6-seed40-spike.txt (eighty-seventh),
-pendigits-K6-seed28-spike.txt and pendigits-K6-seed36-spike.txt (eighty-eighth),
-pendigits-K6-seed42-spike.txt (eighty-ninth).
+Every table it made names it in its header ("table by repro_results/epoch-table.py") beside the session
+and machine it ran on, so `grep -l "table by repro_results/epoch-table.py" repro_results/*.txt` lists them;
+REPRODUCTION.md's K-sweep section says what each one shows.
 """
 import json
 import sys

@@ -10,13 +10,9 @@ the next epoch's first 10 steps over this epoch's median step loss. Part 2: for 
 step over 3 times the epoch before's median step loss (a spike), every step from 6 before the
 first such step: from the epoch before's last 2 steps when it is among its epoch's first 20 steps,
 else from 12 steps before it, to 12 steps after it.
-Made repro_results/pendigits-K6-seed14-steps.txt and the step files beside it (sixty-second session;
-pendigits-K17-seed20-steps.txt in the sixty-ninth, pendigits-K12-seed26-steps.txt in the seventy-fifth,
-pendigits-K18-seed28-steps.txt in the seventy-seventh, pendigits-K20-seed38-steps.txt in the
-eighty-sixth, pendigits-K13-seed39-steps.txt and
-pendigits-K6-seed40-steps.txt in the eighty-seventh, pendigits-K6-seed28-steps.txt and
-pendigits-K6-seed36-steps.txt in the eighty-eighth, pendigits-K6-seed42-steps.txt in the
-eighty-ninth).
+Every table it made names it in its header ("table by repro_results/step-table.py") beside the session
+and machine it ran on, so `grep -l "table by repro_results/step-table.py" repro_results/*.txt` lists them;
+REPRODUCTION.md's K-sweep section says what each one shows.
 """
 import csv
 import json
