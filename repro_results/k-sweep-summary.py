@@ -10,7 +10,8 @@ its median (which a single degenerate run barely moves, unlike the mean), the AR
 the lowest L_sp (the paper's model selection), and the mean homogeneity; values x100, one decimal.
 The highest mean and the highest median of each data set are in bold. A line above the table says how
 many runs each K has; if the K of a data set do not all have the same seeds, each set of seeds is
-listed with the K that have it, so a partial column cannot pass for a full one. The numbers are the ones `repro_results/k-sweep.md`
+listed with the K that have it, so a partial column cannot pass for a full one; it ends with the
+runs in all and how many of them name the CPU they ran on (the records' `cpu`). The numbers are the ones `repro_results/k-sweep.md`
 gives (mean, std, L_sp-selected) plus the median, which that table does not carry.
 
 Below the table, one line per data set and pair of K among 9-12 (the K around the maximum): over
@@ -89,12 +90,15 @@ def ranges(values):
 def main():
     records = sys.argv[1] if len(sys.argv) > 1 else "repro_results/records/k-sweep"
     table = {}
+    total = named = 0
     for ds in DATASETS:
         for k in KS:
             runs = load(records, ds, k)
             if not runs:
                 sys.exit(f"{records}: no runs stored for {ds} at K = {k} (expected runs/{ds}/aecm-random-K{k}/seed-*.json)")
             table[ds, k] = summarize(runs)
+            total += len(runs)
+            named += sum(1 for r in runs if r.get("cpu"))
     heads = []
     for ds in DATASETS:
         groups = {}
@@ -106,7 +110,7 @@ def main():
         else:
             parts = [f"{len(s)} runs (seeds {ranges(s)}) at K = {ranges(ks)}" for s, ks in sorted(groups.items(), key=lambda g: g[1][0])]
             heads.append(NAMES[ds] + ": " + "; ".join(parts))
-    print("Runs. " + ". ".join(heads) + ".")
+    print("Runs. " + ". ".join(heads) + f". In all {total:,} runs, {named:,} of them naming their CPU.")
     print()
     cols = ["ARI mean ± std", "median", "lowest L_sp", "homogeneity"]
     print("| K | " + " | ".join(f"{NAMES[ds]} {c}" if i == 0 else c for ds in DATASETS for i, c in enumerate(cols)) + " |")
