@@ -16,6 +16,11 @@ counts every class without a cluster of its own (a cluster is a class's own when
 its largest), every class spread over several own clusters, and every cluster in which a second
 class holds 15% or more. The degenerate runs of REPRODUCTION.md stand out by their L_sp multiple,
 smallest cluster and k-means score.
+
+With several K, a last line sums them up as the batch paragraphs quote them: the largest move of
+the mean and of the median that SEED makes (with its K, without -> with), the range of its L_sp
+multiples, its smallest cluster, the range of k-means on its embedding against the CM, and the
+range of its wall times.
 """
 
 import importlib
@@ -75,15 +80,19 @@ def report(records, dataset, seed, k):
     before = [ari(r) for r in others]
     after = [ari(r) for r in every]
     mean_sd = lambda xs: f"{statistics.mean(xs):.1f} ± {statistics.pstdev(xs):.1f}" if xs else "-"
+    fact = {"k": k, "wall": me["wall_s"]}
     print(f"| {k} | {ari(me):.1f} / {hom(me):.1f} | {me['wall_s']:.0f} s | {mean_sd(before)} | "
           f"{mean_sd(after)} | {statistics.mean(hom(r) for r in every):.1f} |")
     rank = 1 + sum(a > ari(me) for a in after)
     print(f"  rank {rank} of {len(every)}; mean {statistics.mean(after):.2f} "
           f"(without it {statistics.mean(before):.2f})" if before else f"  rank 1 of 1")
     if before:
+        fact["mean"] = (statistics.mean(before), statistics.mean(after))
+        fact["median"] = (statistics.median(before), statistics.median(after))
         print(f"  median {statistics.median(after):.2f} (without it {statistics.median(before):.2f})")
         lowest = min(others, key=lambda r: r["lsp"])
         multiple = summary.summarize(every)["multiples"][seed]
+        fact["multiple"] = multiple
         print(f"  L_sp {me['lsp']:.2f}: {multiple:.2f} x the K's median, "
               f"{me['lsp'] / lowest['lsp']:.2f} x the lowest of the others (seed {lowest['seed']}, ARI {ari(lowest):.1f}); "
               f"the lowest-L_sp pick: {'yes' if me['lsp'] < lowest['lsp'] else 'no'}")
@@ -91,11 +100,37 @@ def report(records, dataset, seed, k):
     km = me.get("km_on_embedding")
     if counts:
         sizes = sorted(sum(c) for c in counts)
+        fact["smallest"] = sizes[0]
         print(f"  smallest clusters {sizes[:3]}")
     if km:
+        fact["km"] = 100 * km["ari"] - ari(me)
         print(f"  k-means on its embedding {100 * km['ari']:.1f} ({100 * km['ari'] - ari(me):+.1f} against the CM)")
     for line in confusions(counts) if counts else []:
         print(f"    {line}")
+    return fact
+
+
+def batch(facts):
+    """The one line summing up several K's facts (each a dict from report)."""
+    parts = []
+    for key, name in (("mean", "means"), ("median", "medians")):
+        moved = [f for f in facts if key in f]
+        if moved:
+            f = max(moved, key=lambda f: abs(f[key][1] - f[key][0]))
+            a, b = f[key]
+            parts.append(f"the {name} move by {abs(b - a):.2f} or less (K = {f['k']} {a:.2f} -> {b:.2f})")
+    for key, fmt, name in (("multiple", "{:.2f}", "L_sp multiples of the K's median"),
+                           ("km", "{:+.1f}", "k-means on the embedding against the CM"),
+                           ("wall", "{:.0f}", "wall times (s)")):
+        values = [f[key] for f in facts if key in f]
+        if values:
+            parts.append(f"{name} {fmt.format(min(values))} to {fmt.format(max(values))}")
+    small = [f for f in facts if "smallest" in f]
+    if small:
+        f = min(small, key=lambda f: f["smallest"])
+        parts.append(f"smallest cluster {f['smallest']} points (K = {f['k']})")
+    ks = ", ".join(str(f["k"]) for f in facts)
+    print(f"Over K = {ks}: " + "; ".join(parts) + ".")
 
 
 def main():
@@ -113,8 +148,9 @@ def main():
         seed, ks = int(args[1]), [int(k) for k in args[2:]]
     except ValueError:
         sys.exit(f"SEED and K must be integers, got {' '.join(args[1:])}")
-    for k in ks:
-        report(records, args[0], seed, k)
+    facts = [report(records, args[0], seed, k) for k in ks]
+    if len(facts) > 1:
+        batch(facts)
 
 
 if __name__ == "__main__":
