@@ -11,6 +11,8 @@ REPRODUCTION.md's K-sweep section says what each one shows.
 import json
 import sys
 
+from record_check import same_run_line
+
 
 def main():
     summary, title, cmd, record, when = sys.argv[1:6]
@@ -19,7 +21,7 @@ def main():
     print("# " + title)
     print("# " + cmd)
     print("# %s (run wall %.0f s); table by repro_results/epoch-table.py." % (when, d["run_wall_s"]))
-    print("# The same settings as %s, whose L_sp (%.4f) and ARI this run gives again: evaluating every epoch does not change the training." % (record, d["l_sp"]))
+    print(same_run_line(record, d, "evaluating every epoch does not change the training"))
     print("# Columns from OUT/summary.json's history: the train loss (a mini-batch's sum, averaged over the epoch's batches) and its five terms, as `aecm train`")
     print("# names them: rec = beta * deep reconstruction, cm_rec = the CM's reconstruction of the embedding, sparsity = sum_i sum_k g_ik (1 - g_ik)")
     print("# (80 * (1 - 1/K) when every point's responsibilities are uniform), prior = the Dirichlet prior, orth = lambda * orthonormality;")

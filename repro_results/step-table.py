@@ -19,6 +19,8 @@ import json
 import statistics
 import sys
 
+from record_check import same_run_line
+
 TERMS = ["loss", "rec", "cm_rec", "sparsity", "prior", "orth"]
 
 
@@ -37,7 +39,7 @@ def main():
     if record == "-":
         print("# A probe with settings of its own (no stored record to repeat); its L_sp %.4f." % d["l_sp"])
     else:
-        print("# The same settings as %s, whose L_sp (%.4f) and ARI this run gives again: the step log does not change the training." % (record, d["l_sp"]))
+        print(same_run_line(record, d, "the step log does not change the training"))
     if d["config"].get("drop_last"):
         print("# N = %d in batches of %d: %d steps an epoch; --drop-last skips each epoch's last, partial batch (its %d points), so the last batch is a full one; %d rows in OUT/steps-seed-S.csv." % (
             n, b, len(ep[1]), n % b, len(rows)))
