@@ -7,15 +7,15 @@ Usage: python3 repro_results/k-sweep-seed.py DATASET SEED K [K ...] [--records D
 For each K, first the row of the paragraph's table (values x100):
     | K | ARI / homogeneity of SEED | its wall time | mean ± std ARI of the other seeds |
     | mean ± std ARI with SEED | mean homogeneity with SEED |
-(std is the population std, as `aecm reproduce` writes it), then SEED's rank by ARI among the
-stored seeds, the medians without and with it, its L_sp as a multiple of the K's median L_sp
-(with SEED) and of the lowest L_sp of the other seeds, whether it is the lowest-L_sp pick (for a
-seed just added: whether the pick moves to it),
-its smallest cluster, the ARI of k-means on its embedding, and from its clusters x classes
-counts every class without a cluster of its own (a cluster is a class's own when the class is
-its largest), every class spread over several own clusters, and every cluster in which a second
-class holds 15% or more. The degenerate runs of REPRODUCTION.md stand out by their L_sp multiple,
-smallest cluster and k-means score.
+(std is the population std, as `aecm reproduce` writes it), then SEED's rank by ARI among the stored
+seeds, the medians without and with it, its L_sp as a multiple of the K's median L_sp (with SEED)
+and of the lowest L_sp of the other seeds, whether it is the lowest-L_sp pick (for a seed just
+added: whether the pick moves to it), its smallest cluster, the ARI of k-means on its embedding (its
+gap against the CM ranked, on its side of zero, among every stored run of the data set at K = 5-20,
+and the others' widest there), and from its clusters x classes counts every class without a cluster
+of its own (a cluster is a class's own when the class is its largest), every class spread over
+several own clusters, and every cluster in which a second class holds 15% or more. The degenerate
+runs of REPRODUCTION.md stand out by their L_sp multiple, smallest cluster and k-means score.
 
 With several K, a last line sums them up as the batch paragraphs quote them: the largest move of
 the mean and of the median that SEED makes (with its K, without -> with), the range of its L_sp
@@ -69,6 +69,29 @@ def confusions(counts):
     return lines
 
 
+def gap_place(records, dataset, seed, k, gap):
+    """Where a run's k-means-minus-CM gap stands among every stored run of the data set (all K)."""
+    gaps = []
+    for kk in range(5, 21):
+        for run in summary.load(records, dataset, kk):
+            km = run.get("km_on_embedding")
+            if km and (kk, run["seed"]) != (k, seed):
+                gaps.append((100 * km["ari"] - ari(run), kk, run["seed"]))
+    if not gaps:
+        return "no other run of the data set has k-means on its embedding"
+    if gap < 0:
+        place, side, widest = 1 + sum(g < gap for g, _, _ in gaps), "below", min(gaps)
+    else:
+        place, side, widest = 1 + sum(g > gap for g, _, _ in gaps), "above", max(gaps)
+    return (f"its gap is the {ordinal(place)} widest {side} the CM of the data set's {len(gaps) + 1} stored runs "
+            f"(the others' widest {side}: {widest[0]:+.1f} at K = {widest[1]} seed {widest[2]})")
+
+
+def ordinal(n):
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
+
+
 def report(records, dataset, seed, k):
     runs = load(records, dataset, k)
     if seed not in runs:
@@ -105,6 +128,7 @@ def report(records, dataset, seed, k):
     if km:
         fact["km"] = 100 * km["ari"] - ari(me)
         print(f"  k-means on its embedding {100 * km['ari']:.1f} ({100 * km['ari'] - ari(me):+.1f} against the CM)")
+        print("  " + gap_place(records, dataset, seed, k, fact["km"]))
     for line in confusions(counts) if counts else []:
         print(f"    {line}")
     return fact
