@@ -23,6 +23,7 @@ multiples, its smallest cluster, the range of k-means on its embedding against t
 range of its wall times.
 """
 
+import functools
 import importlib
 import statistics
 import sys
@@ -69,14 +70,16 @@ def confusions(counts):
     return lines
 
 
+@functools.lru_cache(maxsize=None)
+def all_gaps(records, dataset):
+    """Every stored run's k-means-minus-CM gap (x100) with its K and seed, read once per data set."""
+    return [(100 * run["km_on_embedding"]["ari"] - ari(run), k, run["seed"])
+            for k in summary.KS for run in summary.load(records, dataset, k) if run.get("km_on_embedding")]
+
+
 def gap_place(records, dataset, seed, k, gap):
     """Where a run's k-means-minus-CM gap stands among every stored run of the data set (all K)."""
-    gaps = []
-    for kk in range(5, 21):
-        for run in summary.load(records, dataset, kk):
-            km = run.get("km_on_embedding")
-            if km and (kk, run["seed"]) != (k, seed):
-                gaps.append((100 * km["ari"] - ari(run), kk, run["seed"]))
+    gaps = [g for g in all_gaps(records, dataset) if (g[1], g[2]) != (k, seed)]
     if not gaps:
         return "no other run of the data set has k-means on its embedding"
     if gap < 0:
@@ -127,7 +130,7 @@ def report(records, dataset, seed, k):
         print(f"  smallest clusters {sizes[:3]}")
     if km:
         fact["km"] = 100 * km["ari"] - ari(me)
-        print(f"  k-means on its embedding {100 * km['ari']:.1f} ({100 * km['ari'] - ari(me):+.1f} against the CM)")
+        print(f"  k-means on its embedding {100 * km['ari']:.1f} ({fact['km']:+.1f} against the CM)")
         print("  " + gap_place(records, dataset, seed, k, fact["km"]))
     for line in confusions(counts) if counts else []:
         print(f"    {line}")
