@@ -32,9 +32,16 @@ import sys
 summary = importlib.import_module("k-sweep-summary")
 
 
+@functools.lru_cache(maxsize=None)
+def stored(records, dataset, k):
+    """The stored runs of one data set at one K, read once per run of this script (`load` and
+    `all_gaps` both read through it)."""
+    return tuple(summary.load(records, dataset, k))
+
+
 def load(records, dataset, k):
     """The stored runs of one data set at one K, by seed."""
-    return {run["seed"]: run for run in summary.load(records, dataset, k)}
+    return {run["seed"]: run for run in stored(records, dataset, k)}
 
 
 def ari(run):
@@ -74,7 +81,7 @@ def confusions(counts):
 def all_gaps(records, dataset):
     """Every stored run's k-means-minus-CM gap (x100) with its K and seed, read once per data set."""
     return [(100 * run["km_on_embedding"]["ari"] - ari(run), k, run["seed"])
-            for k in summary.KS for run in summary.load(records, dataset, k) if run.get("km_on_embedding")]
+            for k in summary.KS for run in stored(records, dataset, k) if run.get("km_on_embedding")]
 
 
 def gap_place(records, dataset, seed, k, gap):
