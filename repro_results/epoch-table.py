@@ -24,7 +24,8 @@ def main():
     print(same_run_line(record, d, "evaluating every epoch does not change the training"))
     print("# Columns from OUT/summary.json's history: the train loss (a mini-batch's sum, averaged over the epoch's batches) and its five terms, as `aecm train`")
     print("# names them: rec = beta * deep reconstruction, cm_rec = the CM's reconstruction of the embedding, sparsity = sum_i sum_k g_ik (1 - g_ik)")
-    print("# (80 * (1 - 1/K) when every point's responsibilities are uniform), prior = the Dirichlet prior, orth = lambda * orthonormality;")
+    print("# (%d * (1 - 1/K) when every point's responsibilities are uniform), prior = the Dirichlet prior, orth = lambda * orthonormality;"
+          % d["config"]["batch"])
     print("# then L_sp, ARI x100 and the cluster sizes (sorted) at the epoch's end. Epoch %d is the averaging epoch." % h[-1]["epoch"])
     print("%5s %12s %11s %11s %9s %9s %9s %9s %5s  %s" % ("epoch", "loss", "rec", "cm_rec", "sparsity", "prior", "orth", "L_sp", "ARI", "cluster sizes"))
     for e in h:
